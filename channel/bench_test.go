@@ -1,0 +1,52 @@
+package channel_test
+
+import (
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/gobrpc/gobrpc/controller"
+	"github.com/gobrpc/gobrpc/example/echo/echopb"
+	"github.com/gobrpc/gobrpc/internal/echotest"
+)
+
+// One round trip over loopback, client and server in this process, with a
+// 16-byte message. Allocations count both sides.
+func BenchmarkEchoSerial(b *testing.B) {
+	srv, _ := echotest.StartServer(b, nil)
+	stub := newChannel(b, srv.ListenAddress().String(), nil)
+	req := &echopb.EchoRequest{Message: proto.String("0123456789abcdef")}
+	resp := &echopb.EchoResponse{}
+	cntl := controller.New()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		cntl.Reset()
+		resp.Reset()
+		stub.Echo(cntl, req, resp, nil)
+		if cntl.Failed() {
+			b.Fatal(cntl.ErrorText())
+		}
+	}
+}
+
+func BenchmarkEchoParallel(b *testing.B) {
+	srv, _ := echotest.StartServer(b, nil)
+	stub := newChannel(b, srv.ListenAddress().String(), nil)
+	b.ReportAllocs()
+	b.SetParallelism(16)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		req := &echopb.EchoRequest{Message: proto.String("0123456789abcdef")}
+		resp := &echopb.EchoResponse{}
+		cntl := controller.New()
+		for pb.Next() {
+			cntl.Reset()
+			resp.Reset()
+			stub.Echo(cntl, req, resp, nil)
+			if cntl.Failed() {
+				b.Fatal(cntl.ErrorText())
+			}
+		}
+	})
+}

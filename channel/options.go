@@ -1,0 +1,115 @@
+package channel
+
+import (
+	"fmt"
+
+	"github.com/gobrpc/gobrpc/internal/transport"
+)
+
+// Options are brpc's ChannelOptions. Start from DefaultOptions, or use a
+// literal: a zero field means brpc's default where that is unambiguous, as
+// each field says.
+type Options struct {
+	// ConnectTimeoutMs bounds connecting to a server; it is also capped by
+	// the RPC's deadline. 0 means the default, 200; -1 means no limit.
+	ConnectTimeoutMs int32
+
+	// TimeoutMs is the deadline of a whole RPC, retries included.
+	// 0 means the default, 500; -1 means no deadline.
+	// Controller.SetTimeoutMs overrides it per call.
+	TimeoutMs int32
+
+	// BackupRequestMs is the delay after which a backup request goes to
+	// another server if no answer came. -1 (DefaultOptions) disables it.
+	// 0 in a literal also means disabled (use Controller.SetBackupRequestMs(0)
+	// for an immediate backup).
+	BackupRequestMs int32
+
+	// MaxRetry is how many times a failed attempt is retried, on another
+	// server when there is one. 0 means no retry (DefaultOptions sets 3,
+	// brpc's default). Controller.SetMaxRetry overrides it per call.
+	MaxRetry int
+
+	// Protocol is the wire protocol; "" means "baidu_std", the only one
+	// channels speak so far.
+	Protocol string
+
+	// ConnectionType is "single" (one connection per server shared by all
+	// calls, the default for ""), "pooled" or "short".
+	ConnectionType string
+
+	// MaxBodySize bounds the size of a response; 0 means the
+	// max_body_size default (64 MiB).
+	MaxBodySize int
+}
+
+// DefaultOptions returns brpc's ChannelOptions defaults.
+func DefaultOptions() Options {
+	return Options{
+		ConnectTimeoutMs: 200,
+		TimeoutMs:        500,
+		BackupRequestMs:  -1,
+		MaxRetry:         3,
+		Protocol:         "baidu_std",
+		ConnectionType:   "single",
+		MaxBodySize:      64 << 20,
+	}
+}
+
+// resolved are Options with every default filled in and validated.
+type resolved struct {
+	Options
+	connType transport.ConnType
+}
+
+func resolve(o *Options) (resolved, error) {
+	var r resolved
+	if o == nil {
+		r.Options = DefaultOptions()
+	} else {
+		r.Options = *o
+	}
+	if r.ConnectTimeoutMs == 0 {
+		r.ConnectTimeoutMs = 200
+	}
+	if r.ConnectTimeoutMs < -1 {
+		return r, fmt.Errorf("channel: invalid ConnectTimeoutMs %d (want > 0, or -1 for no limit)", r.ConnectTimeoutMs)
+	}
+	if r.TimeoutMs == 0 {
+		r.TimeoutMs = 500
+	}
+	if r.TimeoutMs < -1 {
+		return r, fmt.Errorf("channel: invalid TimeoutMs %d (want > 0, or -1 for no deadline)", r.TimeoutMs)
+	}
+	if r.BackupRequestMs == 0 {
+		r.BackupRequestMs = -1
+	}
+	if r.BackupRequestMs < -1 {
+		return r, fmt.Errorf("channel: invalid BackupRequestMs %d (want >= 0, or -1 to disable)", r.BackupRequestMs)
+	}
+	if r.MaxRetry < 0 {
+		return r, fmt.Errorf("channel: invalid MaxRetry %d (want >= 0)", r.MaxRetry)
+	}
+	if r.MaxRetry > 1000 {
+		r.MaxRetry = 1000
+	}
+	switch r.Protocol {
+	case "", "baidu_std":
+		r.Protocol = "baidu_std"
+	default:
+		return r, fmt.Errorf("channel: unsupported protocol %q (channels speak baidu_std)", r.Protocol)
+	}
+	ct, err := transport.ParseConnType(r.ConnectionType)
+	if err != nil {
+		return r, fmt.Errorf("channel: %w", err)
+	}
+	r.connType = ct
+	r.ConnectionType = ct.String()
+	if r.MaxBodySize == 0 {
+		r.MaxBodySize = 64 << 20
+	}
+	if r.MaxBodySize < 0 {
+		return r, fmt.Errorf("channel: invalid MaxBodySize %d", r.MaxBodySize)
+	}
+	return r, nil
+}

@@ -1,0 +1,109 @@
+package controller
+
+import (
+	"strconv"
+	"syscall"
+)
+
+// Errno is an RPC error code. The values are brpc's (src/brpc/errno.proto),
+// so a code means the same thing in logs, on the wire and in HTTP statuses
+// whether the peer is gobrpc or C++ brpc. System errors (ECONNREFUSED,
+// EHOSTDOWN, ...) use Linux's errno numbers, as brpc does.
+type Errno int32
+
+// brpc error codes.
+const (
+	ENOSERVICE        Errno = 1001 // service not found
+	ENOMETHOD         Errno = 1002 // method not found
+	EREQUEST          Errno = 1003 // bad request
+	ERPCAUTH          Errno = 1004 // authentication failed
+	ETOOMANYFAILS     Errno = 1005 // too many sub-calls failed
+	EPCHANFINISH      Errno = 1006 // internal, ParallelChannel
+	EBACKUPREQUEST    Errno = 1007 // backup timer fired
+	ERPCTIMEDOUT      Errno = 1008 // RPC deadline reached
+	EFAILEDSOCKET     Errno = 1009 // broken connection
+	EHTTP             Errno = 1010 // bad HTTP call
+	EOVERCROWDED      Errno = 1011 // too much unwritten data on the connection
+	ERTMPPUBLISHABLE  Errno = 1012
+	ERTMPCREATESTREAM Errno = 1013
+	EEOF              Errno = 1014 // got EOF
+	EUNUSED           Errno = 1015 // connection not needed
+	ESSL              Errno = 1016
+	EH2RUNOUTSTREAMS  Errno = 1017
+	EREJECT           Errno = 1018 // rejected by the cluster-recover policy
+	EPROGREADTIMEOUT  Errno = 1019
+	EINTERNAL         Errno = 2001 // server internal error
+	ERESPONSE         Errno = 2002 // bad response
+	ELOGOFF           Errno = 2003 // server is stopping
+	ELIMIT            Errno = 2004 // concurrency limit reached
+	ECLOSE            Errno = 2005 // close the connection
+	EITP              Errno = 2006
+	ESHUTDOWNWRITE    Errno = 2007
+	ERDMA             Errno = 3001
+	ERDMAMEM          Errno = 3002
+)
+
+// System error codes that brpc also reports as RPC error codes.
+const (
+	EPERM        = Errno(syscall.EPERM)
+	ENOENT       = Errno(syscall.ENOENT)
+	EINVAL       = Errno(syscall.EINVAL)
+	EPIPE        = Errno(syscall.EPIPE)
+	ENODATA      = Errno(syscall.ENODATA)
+	ECONNRESET   = Errno(syscall.ECONNRESET)
+	ETIMEDOUT    = Errno(syscall.ETIMEDOUT) // connect timeout
+	ECONNREFUSED = Errno(syscall.ECONNREFUSED)
+	EHOSTDOWN    = Errno(syscall.EHOSTDOWN)
+	ECANCELED    = Errno(syscall.ECANCELED)
+)
+
+var errnoNames = map[Errno]string{
+	ENOSERVICE: "ENOSERVICE", ENOMETHOD: "ENOMETHOD", EREQUEST: "EREQUEST",
+	ERPCAUTH: "ERPCAUTH", ETOOMANYFAILS: "ETOOMANYFAILS", EPCHANFINISH: "EPCHANFINISH",
+	EBACKUPREQUEST: "EBACKUPREQUEST", ERPCTIMEDOUT: "ERPCTIMEDOUT",
+	EFAILEDSOCKET: "EFAILEDSOCKET", EHTTP: "EHTTP", EOVERCROWDED: "EOVERCROWDED",
+	ERTMPPUBLISHABLE: "ERTMPPUBLISHABLE", ERTMPCREATESTREAM: "ERTMPCREATESTREAM",
+	EEOF: "EEOF", EUNUSED: "EUNUSED", ESSL: "ESSL", EH2RUNOUTSTREAMS: "EH2RUNOUTSTREAMS",
+	EREJECT: "EREJECT", EPROGREADTIMEOUT: "EPROGREADTIMEOUT", EINTERNAL: "EINTERNAL",
+	ERESPONSE: "ERESPONSE", ELOGOFF: "ELOGOFF", ELIMIT: "ELIMIT", ECLOSE: "ECLOSE",
+	EITP: "EITP", ESHUTDOWNWRITE: "ESHUTDOWNWRITE", ERDMA: "ERDMA", ERDMAMEM: "ERDMAMEM",
+	EPERM: "EPERM", ENOENT: "ENOENT", EINVAL: "EINVAL", EPIPE: "EPIPE",
+	ENODATA: "ENODATA", ECONNRESET: "ECONNRESET", ETIMEDOUT: "ETIMEDOUT",
+	ECONNREFUSED: "ECONNREFUSED", EHOSTDOWN: "EHOSTDOWN", ECANCELED: "ECANCELED",
+}
+
+var errnoDescriptions = map[Errno]string{
+	ENOSERVICE: "No such service", ENOMETHOD: "No such method",
+	EREQUEST: "Bad request", ERPCAUTH: "Authentication failed",
+	ETOOMANYFAILS: "Too many sub calls failed", EPCHANFINISH: "ParallelChannel finished",
+	EBACKUPREQUEST: "Sending backup request", ERPCTIMEDOUT: "RPC call is timed out",
+	EFAILEDSOCKET: "Broken socket", EHTTP: "Bad http call",
+	EOVERCROWDED: "The server is overcrowded", EEOF: "Got EOF", EUNUSED: "The socket was not needed",
+	ESSL: "SSL related operation failed", EH2RUNOUTSTREAMS: "The H2 socket was run out of streams",
+	EREJECT: "The Request is rejected", EPROGREADTIMEOUT: "Progressive read timeout",
+	EINTERNAL: "Internal Server Error", ERESPONSE: "Bad Response",
+	ELOGOFF: "Server is stopping", ELIMIT: "Reached server's max_concurrency",
+	ECLOSE: "Close socket initiatively", EITP: "Failed Itp response",
+	ESHUTDOWNWRITE: "Shutdown write of the socket", ERDMA: "RDMA verbs error",
+	ERDMAMEM: "Memory not registered for RDMA",
+}
+
+// Name returns the constant's name, e.g. "ERPCTIMEDOUT", or "E<code>" for
+// an unknown code.
+func (e Errno) Name() string {
+	if n, ok := errnoNames[e]; ok {
+		return n
+	}
+	return "E" + strconv.Itoa(int(e))
+}
+
+// Error describes the code the way brpc's berror() does.
+func (e Errno) Error() string {
+	if d, ok := errnoDescriptions[e]; ok {
+		return d
+	}
+	if e > 0 && e < 1000 {
+		return syscall.Errno(e).Error()
+	}
+	return "Unknown error " + strconv.Itoa(int(e))
+}

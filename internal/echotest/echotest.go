@@ -1,0 +1,98 @@
+// Package echotest provides an echo service and helpers for gobrpc's own
+// tests: a real server on a loopback port and the goleak options that
+// account for netpoll's process-wide pollers.
+package echotest
+
+import (
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/gobrpc/gobrpc/controller"
+	"github.com/gobrpc/gobrpc/example/echo/echopb"
+	"github.com/gobrpc/gobrpc/server"
+)
+
+// Service echoes the message and the attachment. A message of the form
+// "sleep:<duration>" answers after that long from another goroutine;
+// "fail:<code>" fails with that code.
+type Service struct {
+	Calls         atomic.Int64
+	inflight      atomic.Int64
+	MaxConcurrent atomic.Int64 // the most calls seen in the handler at once
+}
+
+func (s *Service) enter() {
+	n := s.inflight.Add(1)
+	for {
+		m := s.MaxConcurrent.Load()
+		if n <= m || s.MaxConcurrent.CompareAndSwap(m, n) {
+			return
+		}
+	}
+}
+
+// Echo implements echopb.EchoServiceServer.
+func (s *Service) Echo(cntl *controller.Controller, req *echopb.EchoRequest, resp *echopb.EchoResponse, done func()) {
+	s.Calls.Add(1)
+	s.enter()
+	msg := req.GetMessage()
+	if d, ok := strings.CutPrefix(msg, "sleep:"); ok {
+		dur, _ := time.ParseDuration(d)
+		go func() {
+			time.Sleep(dur)
+			resp.Message = proto.String(msg)
+			s.inflight.Add(-1)
+			done()
+		}()
+		return
+	}
+	defer done()
+	defer s.inflight.Add(-1)
+	if c, ok := strings.CutPrefix(msg, "fail:"); ok {
+		code := controller.EINTERNAL
+		for _, e := range []controller.Errno{controller.ELIMIT, controller.ELOGOFF, controller.EINTERNAL, controller.EREQUEST} {
+			if e.Name() == c {
+				code = e
+			}
+		}
+		cntl.SetFailed(code, "asked to fail with %s", c)
+		return
+	}
+	resp.Message = proto.String(msg)
+	cntl.ResponseAttachment().Write(cntl.RequestAttachment().Bytes())
+}
+
+// StartServer starts a server with Service on a free loopback port and
+// stops it when the test ends.
+func StartServer(t testing.TB, opts *server.Options) (*server.Server, *Service) {
+	t.Helper()
+	srv := server.New(opts)
+	svc := &Service{}
+	if err := echopb.RegisterEchoServiceServer(srv, svc); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		srv.Stop()
+		srv.Join()
+	})
+	return srv, svc
+}
+
+// LeakOptions ignore the goroutines netpoll keeps for the whole process
+// (its pollers and its idle worker pool); everything else must be gone.
+func LeakOptions() []goleak.Option {
+	return []goleak.Option{
+		goleak.IgnoreAnyFunction("github.com/cloudwego/netpoll.(*defaultPoll).Wait"),
+		goleak.IgnoreAnyFunction("github.com/bytedance/gopkg/util/gopool.(*worker).run.func1"),
+		goleak.IgnoreAnyFunction("github.com/cloudwego/gopkg/concurrency/gopool.(*worker).run.func1"),
+		goleak.IgnoreAnyFunction("github.com/cloudwego/netpoll/internal/runner.init.func1"),
+	}
+}

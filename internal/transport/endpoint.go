@@ -1,0 +1,202 @@
+package transport
+
+import (
+	"errors"
+	"sync"
+	"time"
+)
+
+// EndpointOptions configure the connections to one server.
+type EndpointOptions struct {
+	ConnType    ConnType
+	MaxBodySize int // largest response body accepted
+	// MaxIdle bounds the idle connections kept by a pooled endpoint
+	// (brpc's max_connection_pool_size, default 100).
+	MaxIdle int
+}
+
+// ErrEndpointClosed is returned by Acquire after Close.
+var ErrEndpointClosed = errors.New("endpoint is closed")
+
+// Endpoint holds the connections of one channel to one server.
+type Endpoint struct {
+	addr string
+	opts EndpointOptions
+
+	mu      sync.Mutex
+	closed  bool
+	single  *ClientConn
+	dialing *pendingDial // the dial in progress for the single connection
+	idle    []*ClientConn
+	live    map[*ClientConn]struct{} // every open connection, closed by Close
+}
+
+// pendingDial lets concurrent callers of a single connection wait for one
+// dial instead of each opening a connection.
+type pendingDial struct {
+	done chan struct{}
+	conn *ClientConn
+	err  error
+}
+
+// NewEndpoint prepares connections to addr ("ip:port" or "host:port");
+// nothing is dialed until the first Acquire.
+func NewEndpoint(addr string, opts EndpointOptions) *Endpoint {
+	if opts.ConnType == 0 {
+		opts.ConnType = Single
+	}
+	if opts.MaxIdle <= 0 {
+		opts.MaxIdle = 100
+	}
+	return &Endpoint{addr: addr, opts: opts, live: make(map[*ClientConn]struct{})}
+}
+
+// Addr is the server address.
+func (e *Endpoint) Addr() string { return e.addr }
+
+// ConnType is the endpoint's connection type.
+func (e *Endpoint) ConnType() ConnType { return e.opts.ConnType }
+
+// Acquire returns a connection ready for one request. connectTimeout <= 0
+// means no limit. Pooled and short connections are exclusive to the
+// caller until Release.
+func (e *Endpoint) Acquire(connectTimeout time.Duration) (*ClientConn, error) {
+	switch e.opts.ConnType {
+	case Pooled:
+		e.mu.Lock()
+		if e.closed {
+			e.mu.Unlock()
+			return nil, ErrEndpointClosed
+		}
+		for n := len(e.idle); n > 0; n = len(e.idle) {
+			c := e.idle[n-1]
+			e.idle = e.idle[:n-1]
+			if c.Healthy() {
+				e.mu.Unlock()
+				return c, nil
+			}
+			delete(e.live, c)
+			c.Close()
+		}
+		e.mu.Unlock()
+		return e.dialTracked(connectTimeout)
+	case Short:
+		return e.dialTracked(connectTimeout)
+	}
+	return e.acquireSingle(connectTimeout)
+}
+
+func (e *Endpoint) acquireSingle(connectTimeout time.Duration) (*ClientConn, error) {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil, ErrEndpointClosed
+	}
+	if c := e.single; c != nil && c.Healthy() {
+		e.mu.Unlock()
+		return c, nil
+	}
+	pd := e.dialing
+	owner := pd == nil
+	if owner {
+		pd = &pendingDial{done: make(chan struct{})}
+		e.dialing = pd
+	}
+	e.mu.Unlock()
+
+	if owner {
+		pd.conn, pd.err = e.dialTracked(connectTimeout)
+		e.mu.Lock()
+		e.dialing = nil
+		if pd.err == nil {
+			if old := e.single; old != nil {
+				delete(e.live, old)
+				old.Close()
+			}
+			e.single = pd.conn
+		}
+		e.mu.Unlock()
+		close(pd.done)
+		return pd.conn, pd.err
+	}
+	// Another caller is dialing: wait for it, within our own timeout.
+	var timeout <-chan time.Time
+	if connectTimeout > 0 {
+		t := time.NewTimer(connectTimeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	select {
+	case <-pd.done:
+		return pd.conn, pd.err
+	case <-timeout:
+		return nil, errDialWaitTimeout
+	}
+}
+
+var errDialWaitTimeout = timeoutError{}
+
+type timeoutError struct{}
+
+func (timeoutError) Error() string   { return "timed out waiting for the connection" }
+func (timeoutError) Timeout() bool   { return true }
+func (timeoutError) Temporary() bool { return true }
+
+func (e *Endpoint) dialTracked(timeout time.Duration) (*ClientConn, error) {
+	if timeout < 0 {
+		timeout = 0
+	}
+	c, err := dial(e, timeout)
+	if err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		c.Close()
+		return nil, ErrEndpointClosed
+	}
+	e.live[c] = struct{}{}
+	e.mu.Unlock()
+	return c, nil
+}
+
+// Release gives back a connection obtained from Acquire. reusable is false
+// when the request on it did not complete normally (timed out, abandoned,
+// failed): a pooled or short connection is then closed, because a late
+// response could still arrive on it. Single connections are shared and
+// stay open either way.
+func (e *Endpoint) Release(c *ClientConn, reusable bool) {
+	switch e.opts.ConnType {
+	case Single:
+		return
+	case Pooled:
+		if reusable && c.Healthy() {
+			e.mu.Lock()
+			if !e.closed && len(e.idle) < e.opts.MaxIdle {
+				e.idle = append(e.idle, c)
+				e.mu.Unlock()
+				return
+			}
+			e.mu.Unlock()
+		}
+	}
+	e.mu.Lock()
+	delete(e.live, c)
+	e.mu.Unlock()
+	c.Close()
+}
+
+// Close closes every connection; attempts still waiting fail.
+func (e *Endpoint) Close() {
+	e.mu.Lock()
+	e.closed = true
+	live := e.live
+	e.live = map[*ClientConn]struct{}{}
+	e.single = nil
+	e.idle = nil
+	e.mu.Unlock()
+	for c := range live {
+		c.Close()
+	}
+}

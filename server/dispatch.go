@@ -1,0 +1,309 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+
+	"github.com/cloudwego/netpoll"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/gobrpc/gobrpc/controller"
+	"github.com/gobrpc/gobrpc/internal/ctrl"
+	"github.com/gobrpc/gobrpc/protocol/baidustd"
+)
+
+// serverConn is one accepted connection.
+type serverConn struct {
+	conn   netpoll.Connection
+	remote net.Addr
+	local  net.Addr
+	ctx    context.Context // cancelled when the connection closes
+	cancel context.CancelFunc
+	wmu    sync.Mutex
+}
+
+type connKey struct{}
+
+func (s *Server) onPrepare(conn netpoll.Connection) context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	sc := &serverConn{conn: conn, remote: conn.RemoteAddr(), local: conn.LocalAddr(), ctx: ctx, cancel: cancel}
+	s.mu.Lock()
+	s.conns[sc] = struct{}{}
+	s.mu.Unlock()
+	conn.AddCloseCallback(func(netpoll.Connection) error {
+		cancel()
+		s.mu.Lock()
+		delete(s.conns, sc)
+		s.mu.Unlock()
+		return nil
+	})
+	return context.WithValue(ctx, connKey{}, sc)
+}
+
+// onRequest runs on netpoll's handler goroutine whenever data arrives. It
+// consumes every complete frame; it blocks only while the rest of a frame
+// already started is on its way. Handlers run on their own goroutines.
+func (s *Server) onRequest(ctx context.Context, conn netpoll.Connection) error {
+	sc, _ := ctx.Value(connKey{}).(*serverConn)
+	if sc == nil {
+		return conn.Close()
+	}
+	r := conn.Reader()
+	for r.Len() > 0 {
+		if r.Len() < 4 {
+			head, _ := r.Peek(r.Len())
+			if _, err := baidustd.Cut(head, s.opts.MaxBodySize); !errors.Is(err, baidustd.ErrNotEnoughData) {
+				return s.closeConn(sc, err)
+			}
+		}
+		hdr, err := r.Peek(baidustd.HeaderSize)
+		if err != nil {
+			return s.closeConn(sc, err)
+		}
+		// With the header buffered, Cut knows the frame's length even
+		// while the body is still on its way.
+		frameLen, err := baidustd.Cut(hdr, s.opts.MaxBodySize)
+		if err != nil && !errors.Is(err, baidustd.ErrNotEnoughData) {
+			return s.closeConn(sc, err)
+		}
+		frame, err := r.Next(frameLen)
+		if err != nil {
+			return s.closeConn(sc, err)
+		}
+		err = s.processFrame(sc, frame)
+		r.Release()
+		if err != nil {
+			return s.closeConn(sc, err)
+		}
+	}
+	return nil
+}
+
+func (s *Server) closeConn(sc *serverConn, err error) error {
+	if !errors.Is(err, netpoll.ErrEOF) && !errors.Is(err, netpoll.ErrConnClosed) {
+		slog.Warn("gobrpc: closing connection", "remote", sc.remote.String(), "err", err)
+	}
+	sc.conn.Close()
+	return err
+}
+
+// request is one request being served.
+type request struct {
+	s        *Server
+	sc       *serverConn
+	cntl     *controller.Controller
+	m        *method
+	req      proto.Message
+	resp     proto.Message
+	corrID   int64
+	checksum []byte
+	answered atomic.Bool
+}
+
+// processFrame handles one complete frame. An error closes the connection;
+// every other failure is answered with brpc's error reply.
+func (s *Server) processFrame(sc *serverConn, frame []byte) error {
+	var meta baidustd.Meta
+	msg, att, err := baidustd.DecodeFrame(frame, &meta)
+	if err != nil && !errors.Is(err, baidustd.ErrBadAttachmentSize) {
+		return fmt.Errorf("bad request frame: %w", err)
+	}
+	if !meta.HasRequest {
+		return errors.New("bad request frame: the meta has no request")
+	}
+	fail := func(code controller.Errno, format string, args ...any) error {
+		s.writeError(sc, &meta, code, fmt.Sprintf(format, args...))
+		return nil
+	}
+	if err != nil { // attachment_size larger than the payload (brpc step 5)
+		return fail(controller.EREQUEST, "%v", err)
+	}
+	if s.state.Load() != stateRunning {
+		return fail(controller.ELOGOFF, "Server is stopping")
+	}
+	m, code, text := s.findMethod(meta.ServiceName, meta.MethodName)
+	if code != 0 {
+		return fail(code, "%s", text)
+	}
+
+	if meta.ChecksumType != 0 {
+		if err := baidustd.VerifyChecksum(&meta, msg, att); err != nil {
+			return fail(controller.EREQUEST, "Fail to parse request=%s: %v", m.fullName, err)
+		}
+	}
+	if meta.CompressType != 0 {
+		msg, err = baidustd.Decompress(nil, meta.CompressType, msg)
+		if err != nil {
+			return fail(controller.EREQUEST, "Fail to parse request=%s: %v", m.fullName, err)
+		}
+	}
+	req := newMessage(m.requestType)
+	if err := proto.Unmarshal(msg, req); err != nil {
+		return fail(controller.EREQUEST, "Fail to parse request=%s: %v", m.fullName, err)
+	}
+	if !s.beginRequest() {
+		return fail(controller.ELOGOFF, "Server is stopping")
+	}
+
+	cntl := controller.New()
+	st := ctrl.Of(cntl)
+	st.Server = true
+	st.LogID, st.HasLogID = meta.LogID, meta.HasLogID
+	st.ServiceName, st.MethodName = meta.ServiceName, meta.MethodName
+	st.RemoteSide, st.LocalSide = sc.remote, sc.local
+	st.Ctx = sc.ctx
+	st.TimeoutMsSent = meta.TimeoutMs
+	cntl.SetRequestCompressType(controller.CompressType(meta.CompressType))
+	if len(att) > 0 {
+		cntl.RequestAttachment().Write(att)
+	}
+	r := &request{
+		s: s, sc: sc, cntl: cntl, m: m, req: req, resp: newMessage(m.respType),
+		corrID: meta.CorrelationID, checksum: cloneBytes(meta.ChecksumValue),
+	}
+	go r.run()
+	return nil
+}
+
+// findMethod applies brpc's lookup rules: a service name without a dot is
+// a short name (ENOSERVICE when unknown); otherwise an unknown service or
+// method is ENOMETHOD.
+func (s *Server) findMethod(svcName, methodName string) (*method, controller.Errno, string) {
+	var svc *service
+	if !containsDot(svcName) {
+		svc = s.byShort[svcName]
+		if svc == nil {
+			return nil, controller.ENOSERVICE, "Fail to find service=" + svcName
+		}
+	} else {
+		svc = s.services[svcName]
+	}
+	if svc != nil {
+		if m := svc.methods[methodName]; m != nil {
+			return m, 0, ""
+		}
+	}
+	return nil, controller.ENOMETHOD, "Fail to find method=" + svcName + "/" + methodName
+}
+
+func containsDot(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] == '.' {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *request) run() {
+	defer func() {
+		if p := recover(); p != nil {
+			slog.Error("gobrpc: handler panicked", "method", r.m.fullName, "panic", p, "stack", string(debug.Stack()))
+			if !r.answered.Load() {
+				r.cntl.SetFailed(controller.EINTERNAL, "handler of %s panicked: %v", r.m.fullName, p)
+				r.done()
+			}
+		}
+	}()
+	r.m.handler(r.cntl, r.req, r.resp, r.done)
+}
+
+// done sends the response; it is the `done` handed to the handler.
+func (r *request) done() {
+	if r.answered.Swap(true) {
+		slog.Warn("gobrpc: done called more than once", "method", r.m.fullName)
+		return
+	}
+	defer r.s.endRequest()
+	cntl := r.cntl
+	m := baidustd.Meta{
+		HasResponse:   true,
+		CorrelationID: r.corrID,
+		ChecksumValue: r.checksum, // brpc echoes the request's value
+	}
+	if cntl.Failed() {
+		m.ErrorCode = int32(cntl.ErrorCode())
+		m.ErrorText = cntl.ErrorText()
+		r.s.write(r.sc, &m, nil, nil)
+		return
+	}
+	if !r.resp.ProtoReflect().IsValid() {
+		r.resp = newMessage(r.m.respType)
+	}
+	bufp := getBuf()
+	defer putBuf(bufp)
+	payload, err := proto.MarshalOptions{}.MarshalAppend((*bufp)[:0], r.resp)
+	if err != nil {
+		cntl.SetFailed(controller.ERESPONSE, "Fail to serialize response=%s: %v", r.m.fullName, err)
+		m.ErrorCode, m.ErrorText = int32(cntl.ErrorCode()), cntl.ErrorText()
+		r.s.write(r.sc, &m, nil, nil)
+		return
+	}
+	*bufp = payload
+	if ct := cntl.ResponseCompressType(); ct != controller.CompressNone {
+		compressed, err := baidustd.Compress(nil, int32(ct), payload)
+		if err != nil {
+			cntl.SetFailed(controller.ERESPONSE, "Fail to compress response=%s: %v", r.m.fullName, err)
+			m.ErrorCode, m.ErrorText = int32(cntl.ErrorCode()), cntl.ErrorText()
+			r.s.write(r.sc, &m, nil, nil)
+			return
+		}
+		payload = compressed
+		m.CompressType = int32(ct)
+	}
+	r.s.write(r.sc, &m, payload, cntl.ResponseAttachment().Bytes())
+}
+
+// writeError answers a request that never reached a handler.
+func (s *Server) writeError(sc *serverConn, req *baidustd.Meta, code controller.Errno, reason string) {
+	m := baidustd.Meta{
+		HasResponse:   true,
+		ErrorCode:     int32(code),
+		ErrorText:     baidustd.ServerErrorText(sc.local.String(), int32(code), reason),
+		CorrelationID: req.CorrelationID,
+		ChecksumValue: req.ChecksumValue,
+	}
+	s.write(sc, &m, nil, nil)
+}
+
+func (s *Server) write(sc *serverConn, m *baidustd.Meta, payload, att []byte) {
+	bufp := getBuf()
+	defer putBuf(bufp)
+	frame, err := baidustd.AppendFrame((*bufp)[:0], m, payload, att)
+	if err != nil {
+		slog.Error("gobrpc: cannot encode response", "err", err)
+		return
+	}
+	*bufp = frame
+	sc.wmu.Lock()
+	// See transport.ClientConn.Write: netpoll's Write is safe against a
+	// concurrent close, Malloc and Flush are not.
+	_, err = sc.conn.Write(frame)
+	sc.wmu.Unlock()
+	if err != nil && !errors.Is(err, netpoll.ErrConnClosed) && !errors.Is(err, netpoll.ErrConcurrentAccess) {
+		slog.Warn("gobrpc: cannot write response", "remote", sc.remote.String(), "err", err)
+	}
+}
+
+func cloneBytes(b []byte) []byte {
+	if b == nil {
+		return nil
+	}
+	return append(make([]byte, 0, len(b)), b...)
+}
+
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+
+func getBuf() *[]byte { return bufPool.Get().(*[]byte) }
+
+func putBuf(b *[]byte) {
+	if cap(*b) <= 64<<10 {
+		bufPool.Put(b)
+	}
+}

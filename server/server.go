@@ -1,0 +1,287 @@
+// Package server is gobrpc's server: it serves protobuf services over
+// baidu_std on one port, with brpc's dispatch rules, error replies and
+// graceful stop.
+//
+//	srv := server.New(nil)
+//	if err := echopb.RegisterEchoServiceServer(srv, &echoImpl{}); err != nil { ... }
+//	if err := srv.Start("127.0.0.1:8000"); err != nil { ... }
+//	srv.RunUntilAskedToQuit()
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/cloudwego/netpoll"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+
+	"github.com/gobrpc/gobrpc/flags"
+)
+
+// Options configure a Server. The zero value (or nil) means brpc's
+// defaults.
+type Options struct {
+	// MaxBodySize bounds a request body; a larger frame closes that
+	// connection. 0 means the max_body_size flag (64 MiB).
+	MaxBodySize int
+	// IdleTimeoutSec closes connections idle this long; <= 0 never does
+	// (brpc's idle_timeout_sec, default -1).
+	IdleTimeoutSec int
+}
+
+// Server states.
+const (
+	stateNew int32 = iota
+	stateRunning
+	stateStopping
+	stateStopped
+)
+
+// Server serves registered services. Register services, then Start; Stop
+// and Join to shut down.
+type Server struct {
+	opts Options
+
+	mu       sync.Mutex
+	services map[string]*service // by full name, e.g. "example.EchoService"
+	byShort  map[string]*service // by short name, e.g. "EchoService"
+	conns    map[*serverConn]struct{}
+
+	state     atomic.Int32
+	listener  netpoll.Listener
+	loop      netpoll.EventLoop
+	serveDone chan struct{}
+	addr      net.Addr
+
+	inflight  atomic.Int64
+	drainMu   sync.Mutex
+	drainCond *sync.Cond
+}
+
+type service struct {
+	desc    protoreflect.ServiceDescriptor
+	methods map[string]*method
+}
+
+type method struct {
+	fullName    string // "example.EchoService.Echo"
+	handler     Handler
+	requestType protoreflect.MessageType
+	respType    protoreflect.MessageType
+}
+
+// New returns a server; opts may be nil.
+func New(opts *Options) *Server {
+	s := &Server{
+		services: map[string]*service{},
+		byShort:  map[string]*service{},
+		conns:    map[*serverConn]struct{}{},
+	}
+	if opts != nil {
+		s.opts = *opts
+	}
+	s.drainCond = sync.NewCond(&s.drainMu)
+	return s
+}
+
+// RegisterService adds a service. Generated Register...Server functions
+// call it; it must happen before Start.
+func (s *Server) RegisterService(desc *ServiceDesc) error {
+	if desc == nil || desc.Descriptor == nil {
+		return errors.New("server: RegisterService needs a service descriptor")
+	}
+	if s.state.Load() != stateNew {
+		return errors.New("server: services must be registered before Start")
+	}
+	sd := desc.Descriptor
+	svc := &service{desc: sd, methods: map[string]*method{}}
+	handlers := map[string]Handler{}
+	for _, m := range desc.Methods {
+		if m.Handler == nil {
+			return fmt.Errorf("server: method %s.%s has a nil handler", sd.FullName(), m.Name)
+		}
+		handlers[m.Name] = m.Handler
+	}
+	mds := sd.Methods()
+	for i := 0; i < mds.Len(); i++ {
+		md := mds.Get(i)
+		if md.IsStreamingClient() || md.IsStreamingServer() {
+			return fmt.Errorf("server: streaming method %s is not supported", md.FullName())
+		}
+		h, ok := handlers[string(md.Name())]
+		if !ok {
+			return fmt.Errorf("server: no handler for method %s", md.FullName())
+		}
+		reqType, err := protoregistry.GlobalTypes.FindMessageByName(md.Input().FullName())
+		if err != nil {
+			return fmt.Errorf("server: request type of %s: %w", md.FullName(), err)
+		}
+		respType, err := protoregistry.GlobalTypes.FindMessageByName(md.Output().FullName())
+		if err != nil {
+			return fmt.Errorf("server: response type of %s: %w", md.FullName(), err)
+		}
+		svc.methods[string(md.Name())] = &method{
+			fullName: string(md.FullName()), handler: h,
+			requestType: reqType, respType: respType,
+		}
+		delete(handlers, string(md.Name()))
+	}
+	for name := range handlers {
+		return fmt.Errorf("server: service %s has no method %s", sd.FullName(), name)
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	full := string(sd.FullName())
+	if _, dup := s.services[full]; dup {
+		return fmt.Errorf("server: service %s is already registered", full)
+	}
+	s.services[full] = svc
+	short := string(sd.Name())
+	if _, dup := s.byShort[short]; dup {
+		s.byShort[short] = nil // ambiguous short name: only full names work
+	} else {
+		s.byShort[short] = svc
+	}
+	return nil
+}
+
+// Start listens on addr ("ip:port", ":port", "host:port"; port 0 picks a
+// free one, see ListenAddress) and starts serving.
+func (s *Server) Start(addr string) error {
+	if !s.state.CompareAndSwap(stateNew, stateRunning) {
+		return errors.New("server: Start called twice")
+	}
+	if err := s.start(addr); err != nil {
+		s.state.Store(stateStopped)
+		return err
+	}
+	return nil
+}
+
+func (s *Server) start(addr string) error {
+	if !strings.Contains(addr, ":") {
+		addr = ":" + addr // brpc's Start(port)
+	}
+	if s.opts.MaxBodySize <= 0 {
+		s.opts.MaxBodySize = int(flags.MaxBodySize.Get())
+	}
+	ln, err := netpoll.CreateListener("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("server: listen on %s: %w", addr, err)
+	}
+	opts := []netpoll.Option{
+		netpoll.WithOnPrepare(s.onPrepare),
+	}
+	if s.opts.IdleTimeoutSec > 0 {
+		opts = append(opts, netpoll.WithIdleTimeout(time.Duration(s.opts.IdleTimeoutSec)*time.Second))
+	}
+	loop, err := netpoll.NewEventLoop(s.onRequest, opts...)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	s.listener, s.loop, s.addr = ln, loop, ln.Addr()
+	s.serveDone = make(chan struct{})
+	go func() {
+		defer close(s.serveDone)
+		_ = loop.Serve(ln)
+	}()
+	return nil
+}
+
+// ListenAddress is the address the server listens on.
+func (s *Server) ListenAddress() net.Addr { return s.addr }
+
+// Stop stops accepting connections; requests that still arrive get
+// ELOGOFF, so clients retry elsewhere, while requests in flight finish.
+// Call Join to wait for them.
+func (s *Server) Stop() error {
+	if !s.state.CompareAndSwap(stateRunning, stateStopping) {
+		return nil
+	}
+	// Close only the listener here: connections stay up until their
+	// requests are answered (Join closes them).
+	s.listener.Close()
+	s.signalIfDrained()
+	return nil
+}
+
+// Join waits until Stop was called and every request in flight has been
+// answered, then closes every connection.
+func (s *Server) Join() {
+	if s.state.Load() == stateNew {
+		return
+	}
+	s.drainMu.Lock()
+	for s.state.Load() == stateRunning || s.inflight.Load() != 0 {
+		s.drainCond.Wait()
+	}
+	s.drainMu.Unlock()
+	if !s.state.CompareAndSwap(stateStopping, stateStopped) {
+		return // another Join did it
+	}
+
+	s.mu.Lock()
+	conns := make([]*serverConn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	for _, c := range conns {
+		c.conn.Close()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = s.loop.Shutdown(ctx)
+	<-s.serveDone
+}
+
+// RunUntilAskedToQuit blocks until SIGINT or SIGTERM, then stops the
+// server and waits for it, as brpc's.
+func (s *Server) RunUntilAskedToQuit() {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sig)
+	<-sig
+	slog.Info("gobrpc: asked to quit, stopping server", "addr", s.addr)
+	s.Stop()
+	s.Join()
+}
+
+// beginRequest counts a request in flight; it fails once the server stops.
+func (s *Server) beginRequest() bool {
+	s.inflight.Add(1)
+	if s.state.Load() != stateRunning {
+		s.endRequest()
+		return false
+	}
+	return true
+}
+
+func (s *Server) endRequest() {
+	if s.inflight.Add(-1) == 0 && s.state.Load() != stateRunning {
+		s.signalIfDrained()
+	}
+}
+
+func (s *Server) signalIfDrained() {
+	s.drainMu.Lock()
+	s.drainCond.Broadcast()
+	s.drainMu.Unlock()
+}
+
+// newMessage allocates a message of type t.
+func newMessage(t protoreflect.MessageType) proto.Message { return t.New().Interface() }
