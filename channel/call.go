@@ -30,7 +30,8 @@ type call struct {
 	resp proto.Message
 	done func()
 
-	payload    []byte // the serialized (and compressed) request, shared by every attempt
+	payload    []byte  // the serialized (and compressed) request, shared by every attempt
+	payloadBuf *[]byte // pooled storage behind payload, released once no attempt is being sent
 	attachment []byte
 	checksum   []byte
 
@@ -43,7 +44,9 @@ type call struct {
 	mu      sync.Mutex
 	ended   bool
 	nretry  int
+	issuing int // attempts being connected or written; the payload lives while > 0
 	current *attempt
+	first   attempt // the first attempt, allocated with the call
 	timer   *time.Timer
 	errText strings.Builder
 	remote  net.Addr // the last server talked to
@@ -108,6 +111,7 @@ func startCall(ch *Channel, md protoreflect.MethodDescriptor, cntl *controller.C
 		return
 	}
 	first := c.newAttemptLocked()
+	c.issuing++
 	c.mu.Unlock()
 
 	c.issue(first)
@@ -150,7 +154,9 @@ func (c *call) setUp(req proto.Message, canceled bool) (controller.Errno, string
 	}
 
 	var err error
-	c.payload, err = proto.MarshalOptions{}.MarshalAppend(nil, req)
+	c.payloadBuf = getBuf()
+	c.payload, err = proto.MarshalOptions{}.MarshalAppend((*c.payloadBuf)[:0], req)
+	*c.payloadBuf = c.payload[:0]
 	if err != nil {
 		return controller.EREQUEST, "[E1003]Fail to serialize request: " + err.Error()
 	}
@@ -174,15 +180,39 @@ func (c *call) setUp(req proto.Message, canceled bool) (controller.Errno, string
 }
 
 func (c *call) newAttemptLocked() *attempt {
-	a := &attempt{call: c, id: nextCorrelationID.Add(1)}
+	a := &c.first
+	if c.current != nil {
+		a = &attempt{}
+	}
+	a.call, a.id = c, nextCorrelationID.Add(1)
 	c.current = a
 	return a
+}
+
+// issued marks the end of an issue; the last one out after the call ended
+// returns the payload's buffer to the pool.
+func (c *call) issued() {
+	c.mu.Lock()
+	c.issuing--
+	release := c.ended && c.issuing == 0
+	c.mu.Unlock()
+	if release {
+		c.releasePayload()
+	}
+}
+
+func (c *call) releasePayload() {
+	if c.payloadBuf != nil {
+		putBuf(c.payloadBuf)
+		c.payloadBuf, c.payload = nil, nil
+	}
 }
 
 // issue connects and sends attempt a. It runs on the caller's goroutine
 // for the first attempt and on a short-lived goroutine for retries, never
 // on a connection's reader.
 func (c *call) issue(a *attempt) {
+	defer c.issued()
 	connectTimeout := c.connectTimeout
 	if !c.deadline.IsZero() {
 		left := time.Until(c.deadline)
@@ -340,6 +370,7 @@ func (c *call) onAttempt(a *attempt, code controller.Errno, text string, answere
 	}
 	c.nretry++
 	next := c.newAttemptLocked()
+	c.issuing++
 	c.mu.Unlock()
 	if conn != nil {
 		c.ch.ep.Release(conn, answered)
@@ -410,7 +441,11 @@ func (c *call) finish(code controller.Errno) {
 		abandoned, abandonedID = c.takeConnLocked(cur), cur.id
 		c.noteSidesLocked(abandoned)
 	}
+	idle := c.issuing == 0
 	c.mu.Unlock()
+	if idle {
+		c.releasePayload()
+	}
 	if abandoned != nil {
 		// Drop its late response, and close a pooled or short connection
 		// that could still receive it.

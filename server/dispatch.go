@@ -15,6 +15,7 @@ import (
 
 	"github.com/gobrpc/gobrpc/controller"
 	"github.com/gobrpc/gobrpc/internal/ctrl"
+	_ "github.com/gobrpc/gobrpc/internal/transport" // netpoll's handler runner, see runner.go
 	"github.com/gobrpc/gobrpc/protocol/baidustd"
 )
 
@@ -26,6 +27,11 @@ type serverConn struct {
 	ctx    context.Context // cancelled when the connection closes
 	cancel context.CancelFunc
 	wmu    sync.Mutex
+
+	// readMeta is reused for every frame read; only the connection's
+	// reader touches it. Reuse also keeps the decoder's cache of service
+	// and method names, so decoding them does not allocate.
+	readMeta baidustd.Meta
 }
 
 type connKey struct{}
@@ -93,11 +99,12 @@ func (s *Server) closeConn(sc *serverConn, err error) error {
 	return err
 }
 
-// request is one request being served.
+// request is one request being served. The Controller lives inside it:
+// one allocation for both.
 type request struct {
+	cntl     controller.Controller
 	s        *Server
 	sc       *serverConn
-	cntl     *controller.Controller
 	m        *method
 	req      proto.Message
 	resp     proto.Message
@@ -109,65 +116,68 @@ type request struct {
 // processFrame handles one complete frame. An error closes the connection;
 // every other failure is answered with brpc's error reply.
 func (s *Server) processFrame(sc *serverConn, frame []byte) error {
-	var meta baidustd.Meta
-	msg, att, err := baidustd.DecodeFrame(frame, &meta)
+	meta := &sc.readMeta
+	meta.Reset()
+	msg, att, err := baidustd.DecodeFrame(frame, meta)
 	if err != nil && !errors.Is(err, baidustd.ErrBadAttachmentSize) {
 		return fmt.Errorf("bad request frame: %w", err)
 	}
 	if !meta.HasRequest {
 		return errors.New("bad request frame: the meta has no request")
 	}
-	fail := func(code controller.Errno, format string, args ...any) error {
-		s.writeError(sc, &meta, code, fmt.Sprintf(format, args...))
-		return nil
-	}
 	if err != nil { // attachment_size larger than the payload (brpc step 5)
-		return fail(controller.EREQUEST, "%v", err)
+		return s.reject(sc, meta, controller.EREQUEST, err.Error())
 	}
 	if s.state.Load() != stateRunning {
-		return fail(controller.ELOGOFF, "Server is stopping")
+		return s.reject(sc, meta, controller.ELOGOFF, "Server is stopping")
 	}
 	m, code, text := s.findMethod(meta.ServiceName, meta.MethodName)
 	if code != 0 {
-		return fail(code, "%s", text)
+		return s.reject(sc, meta, code, text)
 	}
 
 	if meta.ChecksumType != 0 {
-		if err := baidustd.VerifyChecksum(&meta, msg, att); err != nil {
-			return fail(controller.EREQUEST, "Fail to parse request=%s: %v", m.fullName, err)
+		if err := baidustd.VerifyChecksum(meta, msg, att); err != nil {
+			return s.reject(sc, meta, controller.EREQUEST, "Fail to parse request="+m.fullName+": "+err.Error())
 		}
 	}
 	if meta.CompressType != 0 {
 		msg, err = baidustd.Decompress(nil, meta.CompressType, msg)
 		if err != nil {
-			return fail(controller.EREQUEST, "Fail to parse request=%s: %v", m.fullName, err)
+			return s.reject(sc, meta, controller.EREQUEST, "Fail to parse request="+m.fullName+": "+err.Error())
 		}
 	}
 	req := newMessage(m.requestType)
 	if err := proto.Unmarshal(msg, req); err != nil {
-		return fail(controller.EREQUEST, "Fail to parse request=%s: %v", m.fullName, err)
+		return s.reject(sc, meta, controller.EREQUEST, "Fail to parse request="+m.fullName+": "+err.Error())
 	}
 	if !s.beginRequest() {
-		return fail(controller.ELOGOFF, "Server is stopping")
+		return s.reject(sc, meta, controller.ELOGOFF, "Server is stopping")
 	}
 
-	cntl := controller.New()
-	st := ctrl.Of(cntl)
+	r := &request{
+		s: s, sc: sc, m: m, req: req, resp: newMessage(m.respType),
+		corrID: meta.CorrelationID, checksum: cloneBytes(meta.ChecksumValue),
+	}
+	st := ctrl.Of(&r.cntl)
 	st.Server = true
 	st.LogID, st.HasLogID = meta.LogID, meta.HasLogID
 	st.ServiceName, st.MethodName = meta.ServiceName, meta.MethodName
 	st.RemoteSide, st.LocalSide = sc.remote, sc.local
 	st.Ctx = sc.ctx
 	st.TimeoutMsSent = meta.TimeoutMs
-	cntl.SetRequestCompressType(controller.CompressType(meta.CompressType))
+	r.cntl.SetRequestCompressType(controller.CompressType(meta.CompressType))
 	if len(att) > 0 {
-		cntl.RequestAttachment().Write(att)
-	}
-	r := &request{
-		s: s, sc: sc, cntl: cntl, m: m, req: req, resp: newMessage(m.respType),
-		corrID: meta.CorrelationID, checksum: cloneBytes(meta.ChecksumValue),
+		r.cntl.RequestAttachment().Write(att)
 	}
 	go r.run()
+	return nil
+}
+
+// reject answers a request that never reaches a handler with brpc's error
+// reply; the connection stays open.
+func (s *Server) reject(sc *serverConn, req *baidustd.Meta, code controller.Errno, reason string) error {
+	s.writeError(sc, req, code, reason)
 	return nil
 }
 
@@ -211,7 +221,7 @@ func (r *request) run() {
 			}
 		}
 	}()
-	r.m.handler(r.cntl, r.req, r.resp, r.done)
+	r.m.handler(&r.cntl, r.req, r.resp, r.done)
 }
 
 // done sends the response; it is the `done` handed to the handler.
@@ -221,7 +231,7 @@ func (r *request) done() {
 		return
 	}
 	defer r.s.endRequest()
-	cntl := r.cntl
+	cntl := &r.cntl
 	m := baidustd.Meta{
 		HasResponse:   true,
 		CorrelationID: r.corrID,

@@ -63,7 +63,7 @@ func (s *Service) Echo(cntl *controller.Controller, req *echopb.EchoRequest, res
 		cntl.SetFailed(code, "asked to fail with %s", c)
 		return
 	}
-	resp.Message = proto.String(msg)
+	resp.Message = req.Message
 	cntl.ResponseAttachment().Write(cntl.RequestAttachment().Bytes())
 }
 
