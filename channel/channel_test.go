@@ -2,12 +2,14 @@ package channel_test
 
 import (
 	"encoding/binary"
+	"fmt"
 	"io"
 	"net"
 	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -369,4 +371,42 @@ func TestInitErrors(t *testing.T) {
 	assert.Equal(t, int32(200), lit.Options().ConnectTimeoutMs)
 	assert.Equal(t, "single", lit.Options().ConnectionType)
 	lit.Close()
+}
+
+// fullBacklogListener listens with a backlog of 0 and never accepts: once
+// the queue is full the kernel drops further SYNs, so a connect hangs
+// until the client's connect timeout.
+func fullBacklogListener(t *testing.T) string {
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	require.NoError(t, err)
+	t.Cleanup(func() { syscall.Close(fd) })
+	require.NoError(t, syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}))
+	require.NoError(t, syscall.Listen(fd, 0))
+	sa, err := syscall.Getsockname(fd)
+	require.NoError(t, err)
+	addr := fmt.Sprintf("127.0.0.1:%d", sa.(*syscall.SockaddrInet4).Port)
+	// Fill the accept queue.
+	for range 4 {
+		c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond)
+		if err != nil {
+			break
+		}
+		t.Cleanup(func() { c.Close() })
+	}
+	return addr
+}
+
+func TestConnectTimeout(t *testing.T) {
+	addr := fullBacklogListener(t)
+	stub := newChannel(t, addr, func(o *channel.Options) {
+		o.ConnectTimeoutMs = 50
+		o.TimeoutMs = 2000
+		o.MaxRetry = 1
+	})
+	cntl := controller.New()
+	echo(stub, cntl, "x")
+	assert.Equal(t, controller.ETIMEDOUT, cntl.ErrorCode(), cntl.ErrorText())
+	assert.Equal(t, 1, cntl.RetriedCount(), "a connect timeout is retried")
+	// Two connect attempts of 50 ms, far from the 2 s deadline.
+	assert.Less(t, cntl.LatencyUs(), int64(1_000_000))
 }

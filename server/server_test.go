@@ -318,3 +318,31 @@ func TestConcurrentHandlersOnOneConnection(t *testing.T) {
 	wg.Wait()
 	assert.Greater(t, svc.MaxConcurrent.Load(), int64(1), "handlers on one connection must run concurrently")
 }
+
+// A handler's Context is cancelled when the client's connection breaks.
+func TestContextCancelledWhenClientLeaves(t *testing.T) {
+	srv, svc := echotest.StartServer(t, nil)
+	c := dialRaw(t, srv)
+	c.send(requestFrame(t, "example.EchoService", "Echo", 1, echoPayload(t, "wait-cancel"), nil))
+	time.Sleep(50 * time.Millisecond)
+	c.Close()
+	select {
+	case canceled := <-svc.Canceled:
+		assert.True(t, canceled)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the handler never finished")
+	}
+}
+
+// A panicking handler is answered with EINTERNAL; the server lives on.
+func TestHandlerPanicIsAnswered(t *testing.T) {
+	srv, _ := echotest.StartServer(t, nil)
+	c := dialRaw(t, srv)
+	c.send(requestFrame(t, "example.EchoService", "Echo", 1, echoPayload(t, "panic"), nil))
+	m, _, _ := decode(t, c.readFrame())
+	assert.Equal(t, int32(controller.EINTERNAL), m.ErrorCode)
+	assert.Contains(t, m.ErrorText, "panicked")
+	c.send(requestFrame(t, "example.EchoService", "Echo", 2, echoPayload(t, "alive"), nil))
+	m, _, _ = decode(t, c.readFrame())
+	assert.Equal(t, int32(0), m.ErrorCode)
+}

@@ -21,6 +21,9 @@ import (
 // "sleep:<duration>" answers after that long from another goroutine;
 // "fail:<code>" fails with that code.
 type Service struct {
+	// Canceled receives, for each "wait-cancel" request, whether the
+	// handler saw its Context cancelled (within 5 s).
+	Canceled      chan bool
 	Calls         atomic.Int64
 	inflight      atomic.Int64
 	MaxConcurrent atomic.Int64 // the most calls seen in the handler at once
@@ -41,6 +44,23 @@ func (s *Service) Echo(cntl *controller.Controller, req *echopb.EchoRequest, res
 	s.Calls.Add(1)
 	s.enter()
 	msg := req.GetMessage()
+	if msg == "panic" {
+		s.inflight.Add(-1)
+		panic("asked to panic")
+	}
+	if msg == "wait-cancel" {
+		go func() {
+			defer done()
+			defer s.inflight.Add(-1)
+			select {
+			case <-cntl.Context().Done():
+				s.Canceled <- cntl.IsCanceled()
+			case <-time.After(5 * time.Second):
+				s.Canceled <- false
+			}
+		}()
+		return
+	}
 	if d, ok := strings.CutPrefix(msg, "sleep:"); ok {
 		dur, _ := time.ParseDuration(d)
 		go func() {
@@ -72,7 +92,7 @@ func (s *Service) Echo(cntl *controller.Controller, req *echopb.EchoRequest, res
 func StartServer(t testing.TB, opts *server.Options) (*server.Server, *Service) {
 	t.Helper()
 	srv := server.New(opts)
-	svc := &Service{}
+	svc := &Service{Canceled: make(chan bool, 16)}
 	if err := echopb.RegisterEchoServiceServer(srv, svc); err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,66 @@
+package controller_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/gobrpc/gobrpc/controller"
+)
+
+func TestErrnoValuesAreBrpcs(t *testing.T) {
+	cases := map[controller.Errno]int32{
+		controller.ENOSERVICE: 1001, controller.ENOMETHOD: 1002, controller.EREQUEST: 1003,
+		controller.EBACKUPREQUEST: 1007, controller.ERPCTIMEDOUT: 1008, controller.EFAILEDSOCKET: 1009,
+		controller.EEOF: 1014, controller.EINTERNAL: 2001, controller.ERESPONSE: 2002,
+		controller.ELOGOFF: 2003, controller.ELIMIT: 2004,
+		controller.ECONNREFUSED: 111, controller.EHOSTDOWN: 112, controller.ETIMEDOUT: 110,
+		controller.ECANCELED: 125, controller.ENODATA: 61, controller.EPERM: 1, controller.EINVAL: 22,
+	}
+	for code, want := range cases {
+		assert.Equal(t, want, int32(code), code.Name())
+	}
+	assert.Equal(t, "ERPCTIMEDOUT", controller.ERPCTIMEDOUT.Name())
+	assert.Equal(t, "RPC call is timed out", controller.ERPCTIMEDOUT.Error())
+	assert.Equal(t, "E4242", controller.Errno(4242).Name())
+	assert.Equal(t, "connection refused", controller.ECONNREFUSED.Error())
+}
+
+func TestSettingsAndReset(t *testing.T) {
+	var c controller.Controller // the zero value is usable
+	_, set := c.TimeoutMsSetting()
+	assert.False(t, set)
+	c.SetTimeoutMs(1 << 40)
+	ms, set := c.TimeoutMsSetting()
+	assert.True(t, set)
+	assert.Equal(t, int64(0x7fffffff), ms, "clamped as brpc")
+	c.SetMaxRetry(5000)
+	n, _ := c.MaxRetrySetting()
+	assert.Equal(t, 1000, n)
+	c.SetMaxRetry(-3)
+	n, _ = c.MaxRetrySetting()
+	assert.Equal(t, 0, n)
+	c.SetLogID(7)
+	c.RequestAttachment().WriteString("abc")
+	c.SetFailed(controller.EREQUEST, "bad %s", "thing")
+	assert.True(t, c.Failed())
+	assert.Equal(t, "[E1003]bad thing", c.ErrorText())
+	assert.True(t, errors.Is(c.Err(), controller.EREQUEST))
+
+	c.Reset()
+	assert.False(t, c.Failed())
+	assert.NoError(t, c.Err())
+	assert.Equal(t, 0, c.RequestAttachment().Len())
+	_, set = c.TimeoutMsSetting()
+	assert.False(t, set)
+	assert.False(t, c.HasLogID())
+}
+
+func TestSetFailedMapsUnknownToEINTERNAL(t *testing.T) {
+	var c controller.Controller
+	c.SetFailed(-1, "oops")
+	assert.Equal(t, controller.EINTERNAL, c.ErrorCode())
+	c.SetFailed(controller.ELIMIT, "again")
+	assert.Equal(t, "[E2001]oops [E2004]again", c.ErrorText(), "texts accumulate as brpc's")
+}
