@@ -194,18 +194,23 @@ func (c *call) newAttemptLocked() *attempt {
 func (c *call) issued() {
 	c.mu.Lock()
 	c.issuing--
-	release := c.ended && c.issuing == 0
+	buf := c.takePayloadLocked()
 	c.mu.Unlock()
-	if release {
-		c.releasePayload()
+	if buf != nil {
+		putBuf(buf)
 	}
 }
 
-func (c *call) releasePayload() {
-	if c.payloadBuf != nil {
-		putBuf(c.payloadBuf)
-		c.payloadBuf, c.payload = nil, nil
+// takePayloadLocked hands over the payload's pooled buffer once the call
+// has ended and no attempt is being sent any more; exactly one caller gets
+// it.
+func (c *call) takePayloadLocked() *[]byte {
+	if !c.ended || c.issuing != 0 || c.payloadBuf == nil {
+		return nil
 	}
+	buf := c.payloadBuf
+	c.payloadBuf, c.payload = nil, nil
+	return buf
 }
 
 // issue connects and sends attempt a. It runs on the caller's goroutine
@@ -255,7 +260,7 @@ func (c *call) issue(a *attempt) {
 		ServiceName:   string(c.md.Parent().FullName()),
 		MethodName:    string(c.md.Name()),
 		LogID:         c.cntl.LogID(),
-		HasLogID:      true,
+		HasLogID:      c.cntl.HasLogID(), // brpc writes log_id only when set
 		CompressType:  int32(c.cntl.RequestCompressType()),
 		CorrelationID: a.id,
 		ChecksumType:  int32(c.cntl.RequestChecksumType()),
@@ -441,10 +446,10 @@ func (c *call) finish(code controller.Errno) {
 		abandoned, abandonedID = c.takeConnLocked(cur), cur.id
 		c.noteSidesLocked(abandoned)
 	}
-	idle := c.issuing == 0
+	payloadBuf := c.takePayloadLocked()
 	c.mu.Unlock()
-	if idle {
-		c.releasePayload()
+	if payloadBuf != nil {
+		putBuf(payloadBuf)
 	}
 	if abandoned != nil {
 		// Drop its late response, and close a pooled or short connection

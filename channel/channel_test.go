@@ -263,6 +263,7 @@ func TestRequestBytesMatchBrpc(t *testing.T) {
 			want, err := os.ReadFile(filepath.Join(dir, name+".request.bin"))
 			require.NoError(t, err)
 			cntl := controller.New()
+			cntl.SetLogID(0) // brpc's echo_client sets log ids 0, 1, 2 ...
 			setup(cntl)
 			echo(stub, cntl, "hello world")
 			require.NoError(t, cntl.Err())

@@ -96,38 +96,37 @@ func DecompressLimit(dst []byte, typ int32, src []byte, maxSize int) ([]byte, er
 		}
 		return out, nil
 	case CompressGzip:
-		r := bytes.NewReader(src) // an io.ByteReader: flate reads no further than the stream
-		z, _ := gzipReaders.Get().(*gzip.Reader)
+		st := gzipReaders.Get().(*gzipReader)
+		defer st.release()
+		st.src.Reset(src)
 		var err error
-		if z == nil {
-			z, err = gzip.NewReader(r)
+		if st.r == nil {
+			st.r, err = gzip.NewReader(&st.src)
 		} else {
-			err = z.Reset(r)
+			err = st.r.Reset(&st.src)
 		}
 		if err != nil {
 			return dst, fmt.Errorf("%w: gzip: %w", ErrBadCompressedData, err)
 		}
 		// Concatenated members are read as one stream, as zlib's gzip mode does.
-		out, err := readLimited(dst, z, maxSize)
-		gzipReaders.Put(z)
-		return out, err
+		return readLimited(dst, st.r, maxSize)
 	case CompressZlib:
-		r := bytes.NewReader(src)
-		z, _ := zlibReaders.Get().(io.ReadCloser)
+		st := zlibReaders.Get().(*zlibReader)
+		defer st.release()
+		st.src.Reset(src)
 		var err error
-		if z == nil {
-			z, err = zlib.NewReader(r)
+		if st.r == nil {
+			st.r, err = zlib.NewReader(&st.src)
 		} else {
-			err = z.(zlib.Resetter).Reset(r, nil)
+			err = st.r.(zlib.Resetter).Reset(&st.src, nil)
 		}
 		if err != nil {
 			return dst, fmt.Errorf("%w: zlib: %w", ErrBadCompressedData, err)
 		}
-		out, err := readLimited(dst, z, maxSize)
-		if err == nil && r.Len() != 0 {
-			out, err = dst, fmt.Errorf("%w: zlib: %d bytes after the stream", ErrBadCompressedData, r.Len())
+		out, err := readLimited(dst, st.r, maxSize)
+		if err == nil && st.src.Len() != 0 {
+			return dst, fmt.Errorf("%w: zlib: %d bytes after the stream", ErrBadCompressedData, st.src.Len())
 		}
-		zlibReaders.Put(z)
 		return out, err
 	default:
 		return dst, unsupported(typ)
@@ -177,6 +176,30 @@ func (w *appendWriter) Write(p []byte) (int, error) {
 var (
 	gzipWriters = sync.Pool{New: func() any { return gzip.NewWriter(nil) }}
 	zlibWriters = sync.Pool{New: func() any { return zlib.NewWriter(nil) }}
-	gzipReaders sync.Pool // *gzip.Reader; New cannot make one without a valid header
-	zlibReaders sync.Pool // io.ReadCloser implementing zlib.Resetter
+	gzipReaders = sync.Pool{New: func() any { return new(gzipReader) }}
+	zlibReaders = sync.Pool{New: func() any { return new(zlibReader) }}
 )
+
+// gzipReader and zlibReader pool a decompressor with the bytes.Reader it
+// reads from (an io.ByteReader, so flate reads no further than the stream).
+// The reader is created on first use: gzip.NewReader needs a valid header.
+type gzipReader struct {
+	src bytes.Reader
+	r   *gzip.Reader
+}
+
+// release forgets the input, so the pool does not keep a frame alive.
+func (g *gzipReader) release() {
+	g.src.Reset(nil)
+	gzipReaders.Put(g)
+}
+
+type zlibReader struct {
+	src bytes.Reader
+	r   io.ReadCloser // implements zlib.Resetter
+}
+
+func (z *zlibReader) release() {
+	z.src.Reset(nil)
+	zlibReaders.Put(z)
+}

@@ -76,8 +76,6 @@ const (
 	checksumHex       = "d38cab46"
 )
 
-var empty = []byte{}
-
 // goldenCase is the logical content of one golden frame, from the README.
 type goldenCase struct {
 	file       string
@@ -89,11 +87,11 @@ type goldenCase struct {
 
 func clientMeta(service, method string, logID int64, compress int32) Meta {
 	return Meta{HasRequest: true, ServiceName: service, MethodName: method, HasLogID: true, LogID: logID,
-		CompressType: compress, CorrelationID: brpcCorrelationID, ChecksumValue: empty}
+		CompressType: compress, CorrelationID: brpcCorrelationID}
 }
 
 func serverMeta(code int32, text string, correlationID int64) Meta {
-	return Meta{HasResponse: true, ErrorCode: code, ErrorText: text, CorrelationID: correlationID, ChecksumValue: empty}
+	return Meta{HasResponse: true, ErrorCode: code, ErrorText: text, CorrelationID: correlationID}
 }
 
 // handMeta is the python-built request: only the required fields, log_id 7, correlation_id 1.

@@ -49,7 +49,10 @@ const (
 //     identical bytes.
 //
 // AppendFrame sets AttachmentSize itself. Fields are written in field-number
-// order, as protobuf does.
+// order, as protobuf does. Decoding a request into a reused Meta allocates
+// nothing (byte fields alias the frame; the service and method names are
+// cached while they repeat); ErrorText, RequestID and UserFields allocate when
+// present.
 type Meta struct {
 	// RpcRequestMeta (field 1), written iff HasRequest.
 	HasRequest  bool
@@ -83,7 +86,7 @@ type Meta struct {
 	UserFields             map[string]string
 	ContentType            int32  // 10, see Sparse. Values outside 0..3 are dropped when decoding, like proto2 closed enums.
 	ChecksumType           int32  // 11, see Sparse
-	ChecksumValue          []byte // 12, see Sparse
+	ChecksumValue          []byte // 12, see Sparse (written, maybe empty, whenever !Sparse); decodes as nil when empty
 	ChecksumWithAttachment bool   // 13, written only when true
 
 	// Sparse leaves compress_type, content_type and checksum_type out when
@@ -192,31 +195,39 @@ func (m *Meta) Size() int {
 // AppendMeta appends the protobuf encoding of m (a brpc.policy.RpcMeta) to b.
 func AppendMeta(b []byte, m *Meta) []byte { return m.appendTo(b, m.Size()) }
 
+// Every field number here is below 16, so a tag is one byte; small varints
+// (the common case) are one byte too. These fast paths halve encoding time.
+func tag(num protowire.Number, typ protowire.Type) byte { return byte(num)<<3 | byte(typ) }
+
+func appendVarint(b []byte, v uint64) []byte {
+	if v < 0x80 {
+		return append(b, byte(v))
+	}
+	return protowire.AppendVarint(b, v)
+}
+
 func appendInt32(b []byte, num protowire.Number, v int32) []byte {
-	b = protowire.AppendTag(b, num, protowire.VarintType)
-	return protowire.AppendVarint(b, uint64(int64(v)))
+	return appendVarint(append(b, tag(num, protowire.VarintType)), uint64(int64(v)))
 }
 
 func appendInt64(b []byte, num protowire.Number, v int64) []byte {
-	b = protowire.AppendTag(b, num, protowire.VarintType)
-	return protowire.AppendVarint(b, uint64(v))
+	return appendVarint(append(b, tag(num, protowire.VarintType)), uint64(v))
 }
 
 func appendString(b []byte, num protowire.Number, s string) []byte {
-	b = protowire.AppendTag(b, num, protowire.BytesType)
-	return protowire.AppendString(b, s)
+	b = appendVarint(append(b, tag(num, protowire.BytesType)), uint64(len(s)))
+	return append(b, s...)
 }
 
 func appendBytes(b []byte, num protowire.Number, v []byte) []byte {
-	b = protowire.AppendTag(b, num, protowire.BytesType)
-	return protowire.AppendBytes(b, v)
+	b = appendVarint(append(b, tag(num, protowire.BytesType)), uint64(len(v)))
+	return append(b, v...)
 }
 
 func (m *Meta) appendTo(b []byte, size int) []byte {
 	b = slices.Grow(b, size)
 	if m.HasRequest {
-		b = protowire.AppendTag(b, 1, protowire.BytesType)
-		b = protowire.AppendVarint(b, uint64(m.requestSize()))
+		b = appendVarint(append(b, tag(1, protowire.BytesType)), uint64(m.requestSize()))
 		b = appendString(b, 1, m.ServiceName)
 		b = appendString(b, 2, m.MethodName)
 		if m.HasLogID {
@@ -239,8 +250,7 @@ func (m *Meta) appendTo(b []byte, size int) []byte {
 		}
 	}
 	if m.HasResponse {
-		b = protowire.AppendTag(b, 2, protowire.BytesType)
-		b = protowire.AppendVarint(b, uint64(m.responseSize()))
+		b = appendVarint(append(b, tag(2, protowire.BytesType)), uint64(m.responseSize()))
 		b = appendInt32(b, 1, m.ErrorCode)
 		if m.ErrorText != "" {
 			b = appendString(b, 2, m.ErrorText)
@@ -272,7 +282,7 @@ func (m *Meta) appendTo(b []byte, size int) []byte {
 		b = appendBytes(b, 12, m.ChecksumValue)
 	}
 	if m.ChecksumWithAttachment {
-		b = append(b, 13<<3|byte(protowire.VarintType), 1)
+		b = append(b, tag(13, protowire.VarintType), 1)
 	}
 	return b
 }
@@ -286,8 +296,7 @@ func (m *Meta) appendUserFields(b []byte) []byte {
 	slices.Sort(keys)
 	for _, k := range keys {
 		v := m.UserFields[k]
-		b = protowire.AppendTag(b, 9, protowire.BytesType)
-		b = protowire.AppendVarint(b, uint64(entrySize(k, v)))
+		b = appendVarint(append(b, tag(9, protowire.BytesType)), uint64(entrySize(k, v)))
 		b = appendString(b, 1, k) // protobuf writes both key and value of a map entry, even when empty
 		b = appendString(b, 2, v)
 	}
@@ -297,11 +306,33 @@ func (m *Meta) appendUserFields(b []byte) []byte {
 // consumeTag is protowire.ConsumeTag that also rejects field numbers above
 // 2^29-1 (which protowire lets through but protobuf parsers reject).
 func consumeTag(b []byte) (protowire.Number, protowire.Type, int) {
+	if len(b) > 0 && b[0] < 0x80 && b[0] >= 8 { // one-byte tag of fields 1..15
+		return protowire.Number(b[0] >> 3), protowire.Type(b[0] & 7), 1
+	}
 	num, typ, n := protowire.ConsumeTag(b)
 	if n >= 0 && num > protowire.MaxValidNumber {
 		return 0, 0, errFieldNumber
 	}
 	return num, typ, n
+}
+
+func consumeVarint(b []byte) (uint64, int) {
+	if len(b) > 0 && b[0] < 0x80 {
+		return uint64(b[0]), 1
+	}
+	return protowire.ConsumeVarint(b)
+}
+
+// consumeBytes clips the capacity of what it returns: decoded byte fields
+// alias the frame, and appending to one must not overwrite the next field.
+func consumeBytes(b []byte) ([]byte, int) {
+	if len(b) > 0 && b[0] < 0x80 {
+		if n := int(b[0]); n < len(b) {
+			return b[1 : 1+n : 1+n], 1 + n
+		}
+	}
+	v, n := protowire.ConsumeBytes(b)
+	return v[:len(v):len(v)], n
 }
 
 // errFieldNumber is a length code beside protowire's (which are -1..-7 today).
@@ -351,7 +382,7 @@ func DecodeMeta(b []byte, m *Meta) error {
 		b = b[n:]
 		switch typ {
 		case protowire.VarintType:
-			v, n := protowire.ConsumeVarint(b)
+			v, n := consumeVarint(b)
 			if n < 0 {
 				return parseErr(n)
 			}
@@ -376,7 +407,7 @@ func DecodeMeta(b []byte, m *Meta) error {
 				m.ChecksumWithAttachment = v != 0
 			}
 		case protowire.BytesType:
-			v, n := protowire.ConsumeBytes(b)
+			v, n := consumeBytes(b)
 			if n < 0 {
 				return parseErr(n)
 			}
@@ -418,7 +449,10 @@ func DecodeMeta(b []byte, m *Meta) error {
 					return err
 				}
 			case 12:
-				m.ChecksumValue = v
+				m.ChecksumValue = nil // an empty value reads as nil: it is written whenever !Sparse
+				if len(v) > 0 {
+					m.ChecksumValue = v
+				}
 				present |= 8
 			}
 		default:
@@ -457,7 +491,7 @@ func (m *Meta) decodeRequest(b []byte, fields *uint8) error {
 		b = b[n:]
 		switch {
 		case typ == protowire.VarintType:
-			v, n := protowire.ConsumeVarint(b)
+			v, n := consumeVarint(b)
 			if n < 0 {
 				return parseErr(n)
 			}
@@ -475,7 +509,7 @@ func (m *Meta) decodeRequest(b []byte, fields *uint8) error {
 				m.TimeoutMs = int32(v)
 			}
 		case typ == protowire.BytesType:
-			v, n := protowire.ConsumeBytes(b)
+			v, n := consumeBytes(b)
 			if n < 0 {
 				return parseErr(n)
 			}
@@ -510,14 +544,14 @@ func (m *Meta) decodeResponse(b []byte) error {
 		b = b[n:]
 		switch {
 		case num == 1 && typ == protowire.VarintType:
-			v, n := protowire.ConsumeVarint(b)
+			v, n := consumeVarint(b)
 			if n < 0 {
 				return parseErr(n)
 			}
 			b = b[n:]
 			m.ErrorCode = int32(v)
 		case num == 2 && typ == protowire.BytesType:
-			v, n := protowire.ConsumeBytes(b)
+			v, n := consumeBytes(b)
 			if n < 0 {
 				return parseErr(n)
 			}
@@ -545,7 +579,7 @@ func (m *Meta) decodeUserField(b []byte) error {
 		}
 		b = b[n:]
 		if typ == protowire.BytesType && (num == 1 || num == 2) {
-			s, n := protowire.ConsumeBytes(b)
+			s, n := consumeBytes(b)
 			if n < 0 {
 				return parseErr(n)
 			}
@@ -572,7 +606,8 @@ func (m *Meta) decodeUserField(b []byte) error {
 
 // requiredVarints checks that b is a well-formed message and reports which of
 // the varint fields 1 (bit 0) and 2 (bit 1) it holds: the required fields of
-// ChunkInfo and StreamSettings.
+// ChunkInfo and StreamSettings. A packed field 4 (StreamSettings'
+// extra_stream_ids) must hold whole varints.
 func requiredVarints(b []byte) (uint8, error) {
 	var f uint8
 	for len(b) > 0 {
@@ -583,6 +618,17 @@ func requiredVarints(b []byte) (uint8, error) {
 		b = b[n:]
 		if typ == protowire.VarintType && (num == 1 || num == 2) {
 			f |= 1 << (num - 1)
+		}
+		if typ == protowire.BytesType && num == 4 {
+			if packed, k := consumeBytes(b); k >= 0 {
+				for len(packed) > 0 {
+					_, k = protowire.ConsumeVarint(packed)
+					if k < 0 {
+						return 0, parseErr(k)
+					}
+					packed = packed[k:]
+				}
+			}
 		}
 		n = protowire.ConsumeFieldValue(num, typ, b)
 		if n < 0 {
