@@ -14,23 +14,46 @@ import (
 
 	"github.com/gobrpc/gobrpc/controller"
 	"github.com/gobrpc/gobrpc/internal/ctrl"
-	"github.com/gobrpc/gobrpc/internal/transport"
-	"github.com/gobrpc/gobrpc/protocol/baidustd"
+	"github.com/gobrpc/gobrpc/loadbalancer"
 )
+
+// sender is where a call's attempts go: a Channel sends them over
+// connections to servers, a SelectiveChannel to sub-channels. Everything
+// else (deadline, retries, exclusion of tried servers, who wins, done) is
+// the one state machine below, shared by both.
+type sender interface {
+	// prepare readies what every attempt reuses (the serialized request).
+	prepare(c *call, req proto.Message) (controller.Errno, string)
+	// send issues attempt a, whose server is already selected. It reports
+	// the outcome, now or later, with c.attach (what the attempt holds),
+	// then c.claim + c.won for an answer, or c.onFailure.
+	send(c *call, a *attempt)
+	// release frees what an attempt held (its connection, its sub-call).
+	// answered tells that the attempt completed normally, so a pooled
+	// connection may be reused; otherwise it is abandoned.
+	release(c *call, a *attempt, handle any, answered bool)
+	// lb selects servers; nil for a single-server Channel.
+	balancer() loadbalancer.LoadBalancer
+	settings() *resolved
+	closed() bool
+	describe() string // where calls go, for error texts
+}
 
 // call is the state machine of one RPC. Events (a response, a failed
 // attempt, the deadline, a cancel) may race; mu orders them and ended
 // makes exactly one of them the owner of completion. mu is never held
 // across I/O.
 type call struct {
-	ch   *Channel
+	s    sender
 	cntl *controller.Controller
 	st   *ctrl.State
 	md   protoreflect.MethodDescriptor
+	req  proto.Message
 	resp proto.Message
 	done func()
 
-	payload    []byte  // the serialized (and compressed) request, shared by every attempt
+	// Channel's serialized request, shared by every attempt.
+	payload    []byte
 	payloadBuf *[]byte // pooled storage behind payload, released once no attempt is being sent
 	attachment []byte
 	checksum   []byte
@@ -44,21 +67,26 @@ type call struct {
 	mu      sync.Mutex
 	ended   bool
 	nretry  int
-	issuing int // attempts being connected or written; the payload lives while > 0
+	issuing int // attempts being started; the payload lives while > 0
 	current *attempt
 	first   attempt // the first attempt, allocated with the call
+	tried   triedServers
 	timer   *time.Timer
 	errText strings.Builder
 	remote  net.Addr // the last server talked to
 	local   net.Addr
 }
 
-// attempt is one send of the request, to one server, with its own
-// correlation id.
+// attempt is one send of the request to one server (or sub-channel) with
+// its own correlation id.
 type attempt struct {
-	call *call
-	id   int64
-	conn *transport.ClientConn // set once connected; guarded by call.mu
+	call   *call
+	id     int64
+	server *loadbalancer.Server // nil for a single-server Channel
+	begin  time.Time
+	// What the sender needs to finish or abandon it; guarded by call.mu
+	// and handed over exactly once (see takeLocked).
+	handle any
 }
 
 var nextCorrelationID atomic.Int64
@@ -75,10 +103,42 @@ func retryable(code controller.Errno) bool {
 	return false
 }
 
-func startCall(ch *Channel, md protoreflect.MethodDescriptor, cntl *controller.Controller,
+// triedServers is brpc's ExcludedServers: the servers this RPC already
+// tried, at most 8, oldest evicted first.
+type triedServers struct {
+	list [8]*loadbalancer.Server
+	n    int
+	next int
+}
+
+func (t *triedServers) add(s *loadbalancer.Server) {
+	if s == nil {
+		return
+	}
+	if t.n > 0 && t.list[(t.next+7)%8] == s { // same as the last one
+		return
+	}
+	t.list[t.next] = s
+	t.next = (t.next + 1) % 8
+	if t.n < 8 {
+		t.n++
+	}
+}
+
+// Contains implements loadbalancer.Excluded.
+func (t *triedServers) Contains(s *loadbalancer.Server) bool {
+	for i := 0; i < t.n; i++ {
+		if t.list[i] == s {
+			return true
+		}
+	}
+	return false
+}
+
+func startCall(s sender, md protoreflect.MethodDescriptor, cntl *controller.Controller,
 	req, resp proto.Message, done func()) {
 	st := ctrl.Of(cntl)
-	c := &call{ch: ch, cntl: cntl, st: st, md: md, resp: resp, done: done, start: time.Now()}
+	c := &call{s: s, cntl: cntl, st: st, md: md, req: req, resp: resp, done: done, start: time.Now()}
 
 	st.Mu.Lock()
 	reused := st.InUse
@@ -101,7 +161,7 @@ func startCall(ch *Channel, md protoreflect.MethodDescriptor, cntl *controller.C
 	st.Done.Add(1)
 
 	c.mu.Lock() // held until the call is set up, so no event can end it half-built
-	code, text := c.setUp(req, canceled)
+	code, text := c.setUp(canceled)
 	if code != 0 {
 		c.ended = true
 		c.errText.WriteString(text)
@@ -124,11 +184,10 @@ func (c *call) wait() {
 	}
 }
 
-// setUp resolves the settings and serializes the request. It returns a
+// setUp resolves the settings and prepares the request. It returns a
 // non-zero code when the call cannot start.
-func (c *call) setUp(req proto.Message, canceled bool) (controller.Errno, string) {
-	ch, cntl := c.ch, c.cntl
-	if ch == nil || ch.closed() {
+func (c *call) setUp(canceled bool) (controller.Errno, string) {
+	if c.s == nil || c.s.closed() {
 		return controller.EINVAL, "[E22]Channel is not initialized or closed"
 	}
 	if canceled {
@@ -137,13 +196,12 @@ func (c *call) setUp(req proto.Message, canceled bool) (controller.Errno, string
 	if c.md == nil {
 		return controller.EINVAL, "[E22]nil method descriptor"
 	}
-	opts := &ch.opts
-
+	opts := c.s.settings()
 	var set bool
-	if c.timeoutMs, set = cntl.TimeoutMsSetting(); !set {
+	if c.timeoutMs, set = c.cntl.TimeoutMsSetting(); !set {
 		c.timeoutMs = int64(opts.TimeoutMs)
 	}
-	if c.maxRetry, set = cntl.MaxRetrySetting(); !set {
+	if c.maxRetry, set = c.cntl.MaxRetrySetting(); !set {
 		c.maxRetry = opts.MaxRetry
 	}
 	if c.timeoutMs >= 0 {
@@ -152,27 +210,9 @@ func (c *call) setUp(req proto.Message, canceled bool) (controller.Errno, string
 	if opts.ConnectTimeoutMs > 0 {
 		c.connectTimeout = time.Duration(opts.ConnectTimeoutMs) * time.Millisecond
 	}
-
-	var err error
-	c.payloadBuf = getBuf()
-	c.payload, err = proto.MarshalOptions{}.MarshalAppend((*c.payloadBuf)[:0], req)
-	*c.payloadBuf = c.payload[:0]
-	if err != nil {
-		return controller.EREQUEST, "[E1003]Fail to serialize request: " + err.Error()
+	if code, text := c.s.prepare(c, c.req); code != 0 {
+		return code, text
 	}
-	if ct := cntl.RequestCompressType(); ct != controller.CompressNone {
-		c.payload, err = baidustd.Compress(nil, int32(ct), c.payload)
-		if err != nil {
-			return controller.EREQUEST, "[E1003]Fail to compress request: " + err.Error()
-		}
-	}
-	c.attachment = cntl.RequestAttachment().Bytes()
-	if cntl.RequestChecksumType() == controller.ChecksumCRC32C {
-		c.checksum = baidustd.AppendChecksum(nil, c.payload, c.attachment, false)
-	} else if cntl.RequestChecksumType() != controller.ChecksumNone {
-		return controller.EREQUEST, fmt.Sprintf("[E1003]unsupported checksum type %d", cntl.RequestChecksumType())
-	}
-
 	if c.timeoutMs >= 0 {
 		c.timer = time.AfterFunc(time.Duration(c.timeoutMs)*time.Millisecond, c.onTimeout)
 	}
@@ -187,6 +227,38 @@ func (c *call) newAttemptLocked() *attempt {
 	a.call, a.id = c, nextCorrelationID.Add(1)
 	c.current = a
 	return a
+}
+
+// issue selects a server for attempt a and hands it to the sender. It runs
+// on the caller's goroutine for the first attempt and on a short-lived
+// goroutine for retries, never on a connection's reader.
+func (c *call) issue(a *attempt) {
+	defer c.issued()
+	if lb := c.s.balancer(); lb != nil {
+		c.mu.Lock()
+		in := loadbalancer.SelectIn{Excluded: &c.tried}
+		in.RequestCode, in.HasRequestCode = c.cntl.RequestCode()
+		server, err := lb.Select(in)
+		c.mu.Unlock()
+		if err != nil {
+			code := selectErrno(err)
+			c.onFailure(a, code, fmt.Sprintf("[E%d]Fail to select server from %s: %v", code, c.s.describe(), err), false)
+			return
+		}
+		a.server = server
+	}
+	a.begin = time.Now()
+	c.s.send(c, a)
+}
+
+func selectErrno(err error) controller.Errno {
+	switch err {
+	case loadbalancer.ErrNoServer:
+		return controller.ENODATA
+	case loadbalancer.ErrNoAvailableServer:
+		return controller.EHOSTDOWN
+	}
+	return controller.EINVAL
 }
 
 // issued marks the end of an issue; the last one out after the call ended
@@ -213,174 +285,115 @@ func (c *call) takePayloadLocked() *[]byte {
 	return buf
 }
 
-// issue connects and sends attempt a. It runs on the caller's goroutine
-// for the first attempt and on a short-lived goroutine for retries, never
-// on a connection's reader.
-func (c *call) issue(a *attempt) {
-	defer c.issued()
-	connectTimeout := c.connectTimeout
-	if !c.deadline.IsZero() {
-		left := time.Until(c.deadline)
-		if left <= 0 {
-			left = time.Millisecond // the deadline timer is about to end the call
-		}
-		if connectTimeout == 0 || left < connectTimeout {
-			connectTimeout = left
-		}
-	}
-	ep := c.ch.ep
-	conn, err := ep.Acquire(connectTimeout)
-	if err != nil {
-		code := transport.ErrnoOf(err)
-		if c.ch.closed() {
-			code = controller.EINVAL
-		}
-		c.onAttemptFailed(a, code, fmt.Sprintf("[E%d]Fail to connect %s: %v", code, ep.Addr(), err))
-		return
-	}
-
+// attach records what the sender needs to finish or abandon a. It returns
+// false when the attempt is already over (the call ended or moved on): the
+// sender must then abandon it itself.
+func (c *call) attach(a *attempt, handle any) bool {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.ended || c.current != a {
-		c.mu.Unlock()
-		ep.Release(conn, true)
-		return
+		return false
 	}
-	a.conn = conn
-	c.mu.Unlock()
+	a.handle = handle
+	return true
+}
 
-	if err := conn.Register(a.id, a); err != nil {
-		c.onAttemptFailed(a, controller.EFAILEDSOCKET,
-			fmt.Sprintf("[E1009]Connection to %s broke", ep.Addr()))
-		return
-	}
+// takeLocked hands a's handle to the caller, who then owns finishing or
+// abandoning it; it happens exactly once.
+func (c *call) takeLocked(a *attempt) any {
+	h := a.handle
+	a.handle = nil
+	return h
+}
 
-	bufp := getBuf()
-	m := baidustd.Meta{
-		HasRequest:    true,
-		ServiceName:   string(c.md.Parent().FullName()),
-		MethodName:    string(c.md.Name()),
-		LogID:         c.cntl.LogID(),
-		HasLogID:      c.cntl.HasLogID(), // brpc writes log_id only when set
-		CompressType:  int32(c.cntl.RequestCompressType()),
-		CorrelationID: a.id,
-		ChecksumType:  int32(c.cntl.RequestChecksumType()),
-		ChecksumValue: c.checksum,
-	}
-	frame, err := baidustd.AppendFrame((*bufp)[:0], &m, c.payload, c.attachment)
-	if err == nil {
-		err = conn.Write(frame)
-	}
-	*bufp = frame
-	putBuf(bufp)
-	if err != nil {
-		conn.Unregister(a.id)
-		code := transport.ErrnoOf(err)
-		conn.Close() // a failed write leaves the stream in an unknown state
-		c.onAttemptFailed(a, code, fmt.Sprintf("[E%d]Fail to write to %s: %v", code, ep.Addr(), err))
+// noteSides records the last server talked to, for RemoteSide.
+func (c *call) noteSidesLocked(remote, local net.Addr) {
+	if remote != nil {
+		c.remote, c.local = remote, local
 	}
 }
 
-// HandleResponse implements transport.ResponseHandler.
-func (a *attempt) HandleResponse(conn *transport.ClientConn, m *baidustd.Meta, msg, att []byte) {
-	c := a.call
-	if m.ErrorCode != 0 {
-		code := controller.Errno(m.ErrorCode)
-		a.call.onAttemptFailedAfterResponse(a, code, "[E"+strconv.Itoa(int(code))+"]"+m.ErrorText)
-		return
-	}
+// claim is called by the sender when attempt a got an answer. It returns
+// the attempt's handle and whether a won: then the sender fills the user's
+// response, releases the handle and calls won; otherwise it just releases
+// the handle (the answer is dropped, as brpc drops late responses).
+func (c *call) claim(a *attempt, remote, local net.Addr) (handle any, won bool) {
 	c.mu.Lock()
+	handle = c.takeLocked(a)
 	if c.ended || c.current != a {
-		stale := c.takeConnLocked(a)
 		c.mu.Unlock()
-		if stale != nil {
-			c.ch.ep.Release(stale, true) // it answered: the connection is clean
-		}
-		return
+		return handle, false
 	}
 	c.ended = true
-	c.noteSidesLocked(conn)
-	a.conn = nil
+	c.noteSidesLocked(remote, local)
 	c.mu.Unlock()
+	return handle, true
+}
 
-	code := c.decodeResponse(m, msg, att)
-	c.ch.ep.Release(conn, true)
+// won ends the call after its winner filled the response; code is non-zero
+// when that failed (a response that does not parse).
+func (c *call) won(a *attempt, code controller.Errno, text string) {
+	if code != 0 {
+		c.mu.Lock()
+		c.appendErrorLocked(text)
+		c.mu.Unlock()
+	}
+	c.feedback(a, code)
 	c.finish(code)
 }
 
-// decodeResponse fills the user's response and attachment. It runs once,
-// by the owner of completion.
-func (c *call) decodeResponse(m *baidustd.Meta, msg, att []byte) controller.Errno {
-	if m.ChecksumType != 0 {
-		if err := baidustd.VerifyChecksum(m, msg, att); err != nil {
-			c.errText.WriteString("[E2002]" + err.Error())
-			return controller.ERESPONSE
-		}
-	}
-	if m.CompressType != 0 {
-		var err error
-		msg, err = baidustd.Decompress(nil, m.CompressType, msg)
-		if err != nil {
-			c.errText.WriteString("[E2002]Fail to decompress response: " + err.Error())
-			return controller.ERESPONSE
-		}
-	}
-	if err := proto.Unmarshal(msg, c.resp); err != nil {
-		c.errText.WriteString("[E2002]Fail to parse response: " + err.Error())
-		return controller.ERESPONSE
-	}
-	if len(att) > 0 {
-		c.cntl.ResponseAttachment().Write(att)
-	}
-	return 0
-}
-
-// HandleFailure implements transport.ResponseHandler.
-func (a *attempt) HandleFailure(_ *transport.ClientConn, code controller.Errno, text string) {
-	a.call.onAttemptFailed(a, code, "[E"+strconv.Itoa(int(code))+"]"+text)
-}
-
-func (c *call) onAttemptFailedAfterResponse(a *attempt, code controller.Errno, text string) {
-	c.onAttempt(a, code, text, true)
-}
-
-func (c *call) onAttemptFailed(a *attempt, code controller.Errno, text string) {
-	c.onAttempt(a, code, text, false)
-}
-
-// onAttempt handles a failed attempt: retry on a retryable error while
-// retries and time remain, else end the call. answered tells whether the
-// server replied (the connection is then still usable).
-func (c *call) onAttempt(a *attempt, code controller.Errno, text string, answered bool) {
+// onFailure is called by the sender (or issue) when attempt a failed. It
+// releases what the attempt held, then retries on a retryable error while
+// retries and time remain, or ends the call. answered tells that the
+// server replied (with an error), so its connection is still clean.
+func (c *call) onFailure(a *attempt, code controller.Errno, text string, answered bool) {
 	c.mu.Lock()
-	conn := c.takeConnLocked(a)
+	handle := c.takeLocked(a)
 	if c.ended || c.current != a {
 		c.mu.Unlock()
-		if conn != nil {
-			c.ch.ep.Release(conn, answered)
+		if handle != nil {
+			c.s.release(c, a, handle, answered)
 		}
 		return
 	}
 	c.appendErrorLocked(text)
-	c.noteSidesLocked(conn)
-	retry := retryable(code) && c.nretry < c.maxRetry && !c.ch.closed() &&
+	retry := retryable(code) && c.nretry < c.maxRetry && !c.s.closed() &&
 		(c.deadline.IsZero() || time.Now().Before(c.deadline))
-	if !retry {
+	var next *attempt
+	if retry {
+		c.tried.add(a.server)
+		c.nretry++
+		next = c.newAttemptLocked()
+		c.issuing++
+	} else {
 		c.ended = true
-		c.mu.Unlock()
-		if conn != nil {
-			c.ch.ep.Release(conn, answered)
-		}
+	}
+	c.mu.Unlock()
+	if handle != nil {
+		c.s.release(c, a, handle, answered)
+	}
+	c.feedback(a, code)
+	if !retry {
 		c.finish(code)
 		return
 	}
-	c.nretry++
-	next := c.newAttemptLocked()
-	c.issuing++
-	c.mu.Unlock()
-	if conn != nil {
-		c.ch.ep.Release(conn, answered)
-	}
 	go c.issue(next) // never connect on a reader or closer goroutine
+}
+
+// feedback tells the load balancer how an attempt ended.
+func (c *call) feedback(a *attempt, code controller.Errno) {
+	lb := c.s.balancer()
+	if lb == nil || a.server == nil || a.begin.IsZero() {
+		return
+	}
+	lb.Feedback(loadbalancer.CallInfo{
+		Server:    a.server,
+		Latency:   time.Since(a.begin),
+		ErrorCode: int32(code),
+		TimeoutMs: c.timeoutMs,
+		Retries:   c.maxRetry - c.nretry,
+		BeginTime: a.begin,
+	})
 }
 
 func (c *call) appendErrorLocked(text string) {
@@ -396,7 +409,7 @@ func (c *call) appendErrorLocked(text string) {
 }
 
 func (c *call) onTimeout() {
-	c.endWith(controller.ERPCTIMEDOUT, fmt.Sprintf("[E1008]Reached timeout=%dms @%s", c.timeoutMs, c.ch.ep.Addr()))
+	c.endWith(controller.ERPCTIMEDOUT, fmt.Sprintf("[E1008]Reached timeout=%dms @%s", c.timeoutMs, c.s.describe()))
 }
 
 // Cancel implements ctrl.Canceler (Controller.StartCancel).
@@ -417,45 +430,26 @@ func (c *call) endWith(code controller.Errno, text string) {
 	c.finish(code)
 }
 
-// takeConnLocked hands a's connection to the caller, who must Release
-// it; whoever takes it owns its release, so it happens exactly once.
-func (c *call) takeConnLocked(a *attempt) *transport.ClientConn {
-	conn := a.conn
-	a.conn = nil
-	return conn
-}
-
-// noteSidesLocked records the last server talked to, for RemoteSide.
-func (c *call) noteSidesLocked(conn *transport.ClientConn) {
-	if conn != nil {
-		c.remote, c.local = conn.RemoteAddr(), conn.LocalAddr()
-	}
-}
-
 // finish runs once, by the owner of completion, after ended was set:
-// release what an abandoned attempt still holds, write the results, run
-// done.
+// abandon the attempt still in flight, write the results, run done.
 func (c *call) finish(code controller.Errno) {
 	if c.timer != nil {
 		c.timer.Stop()
 	}
 	c.mu.Lock()
-	var abandoned *transport.ClientConn
-	var abandonedID int64
-	if cur := c.current; cur != nil {
-		abandoned, abandonedID = c.takeConnLocked(cur), cur.id
-		c.noteSidesLocked(abandoned)
+	cur := c.current
+	var handle any
+	if cur != nil {
+		handle = c.takeLocked(cur)
 	}
 	payloadBuf := c.takePayloadLocked()
 	c.mu.Unlock()
 	if payloadBuf != nil {
 		putBuf(payloadBuf)
 	}
-	if abandoned != nil {
-		// Drop its late response, and close a pooled or short connection
-		// that could still receive it.
-		abandoned.Unregister(abandonedID)
-		c.ch.ep.Release(abandoned, false)
+	if handle != nil { // an attempt still in flight is abandoned
+		c.s.release(c, cur, handle, false)
+		c.feedback(cur, code)
 	}
 
 	st := c.st

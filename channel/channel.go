@@ -1,9 +1,11 @@
-// Package channel is gobrpc's client: a Channel sends RPCs to a server
-// with brpc's ChannelOptions (timeouts, retries, connection types), and a
-// per-call Controller carries the call's settings and results.
+// Package channel is gobrpc's client: a Channel sends RPCs to one server or
+// to a cluster found by a naming service, with brpc's ChannelOptions
+// (timeouts, retries on other servers, connection types); a
+// SelectiveChannel balances over channels. A per-call Controller carries
+// the call's settings and results.
 //
 //	var ch channel.Channel
-//	if err := ch.Init("127.0.0.1:8000", "", nil); err != nil { ... }
+//	if err := ch.Init("list://127.0.0.1:8000,127.0.0.1:8001", "rr", nil); err != nil { ... }
 //	defer ch.Close()
 //	stub := echopb.NewEchoServiceStub(&ch)
 //	cntl := controller.New()
@@ -15,6 +17,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"google.golang.org/protobuf/proto"
@@ -22,62 +25,132 @@ import (
 
 	"github.com/gobrpc/gobrpc/controller"
 	"github.com/gobrpc/gobrpc/internal/transport"
+	"github.com/gobrpc/gobrpc/loadbalancer"
+	"github.com/gobrpc/gobrpc/naming"
 )
 
-// Channel sends RPCs to one server. Init it once, share it between
-// goroutines, Close it when done. The zero value is ready for Init.
+// Channel sends RPCs to one server or to a cluster. Init it once, share it
+// between goroutines, Close it when done. The zero value is ready for Init.
 type Channel struct {
 	opts   resolved
-	ep     *transport.Endpoint
 	state  atomic.Int32 // channelNew, channelReady, channelClosed
 	target string
+
+	// One server (lb == nil): single is its endpoint.
+	single *transport.Endpoint
+
+	// A cluster: the naming service feeds servers, the balancer picks.
+	lb      loadbalancer.LoadBalancer
+	ns      naming.NamingService
+	mu      sync.Mutex // guards servers and serializes list updates
+	servers map[naming.Node]*loadbalancer.Server
 }
 
 const (
 	channelNew int32 = iota
+	channelInitializing
 	channelReady
 	channelClosed
 )
 
 var _ Caller = (*Channel)(nil)
 
-// Init connects the channel to target. With lb == "" target is one server,
-// "ip:port" or "host:port" (the host is resolved now, as brpc does).
-// opts == nil means DefaultOptions. Connections are made lazily, by the
-// first call.
+// Init connects the channel. With lb == "" target is one server, "ip:port"
+// or "host:port" (the host is resolved now, as brpc does). Otherwise target
+// is a naming-service URL ("list://...", "file://...", "dns://...",
+// "http://...") and lb a load balancer name ("rr", "wrr", "random", "wr",
+// "la", "c_murmurhash"). opts == nil means DefaultOptions. Connections are
+// made lazily, by the first call to each server.
 func (ch *Channel) Init(target, lb string, opts *Options) error {
-	if !ch.state.CompareAndSwap(channelNew, channelReady) {
+	if !ch.state.CompareAndSwap(channelNew, channelInitializing) {
 		return errors.New("channel: Init called twice")
 	}
-	err := ch.init(target, lb, opts)
-	if err != nil {
+	if err := ch.init(target, lb, opts); err != nil {
 		ch.state.Store(channelNew)
+		return err
 	}
-	return err
+	ch.state.Store(channelReady)
+	return nil
 }
 
-func (ch *Channel) init(target, lb string, opts *Options) error {
+func (ch *Channel) init(target, lbName string, opts *Options) error {
 	r, err := resolve(opts)
 	if err != nil {
 		return err
 	}
-	if i := strings.Index(target, "://"); i >= 0 {
-		return fmt.Errorf("channel: naming service %q is not supported yet", target[:i])
+	ch.opts, ch.target = r, target
+	if !strings.Contains(target, "://") {
+		if lbName != "" {
+			return fmt.Errorf("channel: load balancer %q needs a naming service URL, got the single server %q", lbName, target)
+		}
+		addr, err := resolveAddr(target)
+		if err != nil {
+			return err
+		}
+		ch.single = transport.GetEndpoint(addr, ch.endpointOptions(), r.ConnectionGroup)
+		return nil
 	}
-	if lb != "" {
-		return fmt.Errorf("channel: load balancer %q needs a naming service URL, got the single server %q", lb, target)
+	if lbName == "" {
+		return fmt.Errorf("channel: naming service URL %q needs a load balancer (rr, wrr, random, wr, la, c_murmurhash)", target)
 	}
-	addr, err := resolveAddr(target)
+	if ch.lb, err = loadbalancer.New(lbName); err != nil {
+		return fmt.Errorf("channel: %w", err)
+	}
+	ch.servers = map[naming.Node]*loadbalancer.Server{}
+	ns, err := naming.Start(target, naming.WatcherFunc(ch.updateServers))
 	if err != nil {
-		return err
+		return fmt.Errorf("channel: %w", err)
 	}
-	ch.opts = r
-	ch.target = target
-	ch.ep = transport.NewEndpoint(addr, transport.EndpointOptions{
-		ConnType:    r.connType,
-		MaxBodySize: r.MaxBodySize,
-	})
+	ch.ns = ns
+	if r.FailWithoutServer {
+		ch.mu.Lock()
+		empty := len(ch.servers) == 0
+		ch.mu.Unlock()
+		if empty {
+			ch.closeCluster()
+			return fmt.Errorf("channel: %s has no server and FailWithoutServer is set", target)
+		}
+	}
 	return nil
+}
+
+func (ch *Channel) endpointOptions() transport.EndpointOptions {
+	return transport.EndpointOptions{ConnType: ch.opts.connType, MaxBodySize: ch.opts.MaxBodySize}
+}
+
+// updateServers applies a new list from the naming service: new nodes get
+// an endpoint (shared with other channels), removed ones release theirs
+// after the balancer stopped selecting them.
+func (ch *Channel) updateServers(nodes []naming.Node) {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	if ch.servers == nil { // closed
+		return
+	}
+	next := make(map[naming.Node]*loadbalancer.Server, len(nodes))
+	list := make([]*loadbalancer.Server, 0, len(nodes))
+	for _, n := range nodes {
+		if f := ch.opts.NamingServiceFilter; f != nil && !f.Accept(n) {
+			continue
+		}
+		if _, dup := next[n]; dup {
+			continue
+		}
+		s := ch.servers[n]
+		if s == nil {
+			ep := transport.GetEndpoint(n.Addr, ch.endpointOptions(), ch.opts.ConnectionGroup)
+			s = &loadbalancer.Server{Addr: n.Addr, Tag: n.Tag, Available: ep.Available, Value: ep}
+		}
+		next[n] = s
+		list = append(list, s)
+	}
+	ch.lb.Update(list)
+	for n, s := range ch.servers {
+		if next[n] == nil {
+			transport.PutEndpoint(s.Value.(*transport.Endpoint))
+		}
+	}
+	ch.servers = next
 }
 
 // resolveAddr turns "host:port" into "ip:port".
@@ -110,14 +183,51 @@ func resolveAddr(target string) (string, error) {
 // Options returns the options in force, defaults filled in.
 func (ch *Channel) Options() Options { return ch.opts.Options }
 
-// Close closes every connection of the channel. Calls still in flight
-// fail; calls made afterwards fail with EINVAL.
+// CheckHealth reports whether a call could select a server now; a
+// SelectiveChannel treats a sub-channel that cannot as unavailable.
+func (ch *Channel) CheckHealth() bool {
+	if ch.state.Load() != channelReady {
+		return false
+	}
+	if ch.single != nil {
+		return ch.single.Available()
+	}
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	for _, s := range ch.servers {
+		if s.IsAvailable() {
+			return true
+		}
+	}
+	return false
+}
+
+// Close stops the naming service and releases every connection the
+// channel holds (connections shared with other channels stay open for
+// them). Calls still in flight may fail; later calls fail with EINVAL.
 func (ch *Channel) Close() error {
 	if ch.state.Swap(channelClosed) != channelReady {
 		return nil
 	}
-	ch.ep.Close()
+	if ch.single != nil {
+		transport.PutEndpoint(ch.single)
+		return nil
+	}
+	ch.closeCluster()
 	return nil
+}
+
+func (ch *Channel) closeCluster() {
+	if ch.ns != nil {
+		ch.ns.Close() // no update runs after this
+	}
+	ch.mu.Lock()
+	servers := ch.servers
+	ch.servers = nil
+	ch.mu.Unlock()
+	for _, s := range servers {
+		transport.PutEndpoint(s.Value.(*transport.Endpoint))
+	}
 }
 
 // CallMethod sends one RPC (see Caller). Generated stubs call it.
@@ -126,4 +236,22 @@ func (ch *Channel) CallMethod(md protoreflect.MethodDescriptor, cntl *controller
 	startCall(ch, md, cntl, req, resp, done)
 }
 
+// ---- sender ----
+
+func (ch *Channel) settings() *resolved { return &ch.opts }
+
 func (ch *Channel) closed() bool { return ch.state.Load() != channelReady }
+
+func (ch *Channel) describe() string {
+	if ch.single != nil {
+		return ch.single.Addr()
+	}
+	return ch.target
+}
+
+func (ch *Channel) balancer() loadbalancer.LoadBalancer {
+	if ch.lb == nil { // an interface holding a nil pointer would not compare nil
+		return nil
+	}
+	return ch.lb
+}

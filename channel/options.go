@@ -2,8 +2,10 @@ package channel
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/gobrpc/gobrpc/internal/transport"
+	"github.com/gobrpc/gobrpc/naming"
 )
 
 // Options are brpc's ChannelOptions. Start from DefaultOptions, or use a
@@ -41,6 +43,19 @@ type Options struct {
 	// MaxBodySize bounds the size of a response; 0 means the
 	// max_body_size default (64 MiB).
 	MaxBodySize int
+
+	// ConnectionGroup separates connections: channels to the same server
+	// share connections only within one group ("" is a group too).
+	ConnectionGroup string
+
+	// NamingServiceFilter drops nodes the naming service returns before
+	// they reach the load balancer; nil keeps all.
+	NamingServiceFilter naming.Filter
+
+	// FailWithoutServer makes Init fail when the naming service has no
+	// server (brpc's succeed_without_server=false). By default Init
+	// succeeds and calls fail with ENODATA until servers appear.
+	FailWithoutServer bool
 }
 
 // DefaultOptions returns brpc's ChannelOptions defaults.
@@ -105,6 +120,7 @@ func resolve(o *Options) (resolved, error) {
 	}
 	r.connType = ct
 	r.ConnectionType = ct.String()
+	r.ConnectionGroup = strings.TrimSpace(r.ConnectionGroup)
 	if r.MaxBodySize == 0 {
 		r.MaxBodySize = 64 << 20
 	}

@@ -3,6 +3,7 @@ package transport
 import (
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -29,6 +30,13 @@ type Endpoint struct {
 	dialing *pendingDial // the dial in progress for the single connection
 	idle    []*ClientConn
 	live    map[*ClientConn]struct{} // every open connection, closed by Close
+
+	failed atomic.Bool    // out of selection until a health check revives it
+	hcStop chan struct{}  // non-nil while a health check runs
+	hcDone sync.WaitGroup // health check goroutines
+
+	key  endpointKey // in the socket map
+	refs int         // guarded by socketMap's lock
 }
 
 // pendingDial lets concurrent callers of a single connection wait for one
@@ -187,7 +195,8 @@ func (e *Endpoint) Release(c *ClientConn, reusable bool) {
 	c.Close()
 }
 
-// Close closes every connection; attempts still waiting fail.
+// Close closes every connection and stops health checking; attempts still
+// waiting fail.
 func (e *Endpoint) Close() {
 	e.mu.Lock()
 	e.closed = true
@@ -195,8 +204,13 @@ func (e *Endpoint) Close() {
 	e.live = map[*ClientConn]struct{}{}
 	e.single = nil
 	e.idle = nil
+	if e.hcStop != nil {
+		close(e.hcStop)
+		e.hcStop = nil
+	}
 	e.mu.Unlock()
 	for c := range live {
 		c.Close()
 	}
+	e.hcDone.Wait()
 }

@@ -1,0 +1,192 @@
+package channel
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/gobrpc/gobrpc/controller"
+	"github.com/gobrpc/gobrpc/internal/transport"
+	"github.com/gobrpc/gobrpc/protocol/baidustd"
+)
+
+// How a Channel sends attempts: baidu_std frames over connections to its
+// servers.
+
+// prepare serializes the request once (and compresses and checksums it);
+// every attempt reuses the bytes with its own correlation id.
+func (ch *Channel) prepare(c *call, req proto.Message) (controller.Errno, string) {
+	var err error
+	c.payloadBuf = getBuf()
+	c.payload, err = proto.MarshalOptions{}.MarshalAppend((*c.payloadBuf)[:0], req)
+	*c.payloadBuf = c.payload[:0]
+	if err != nil {
+		return controller.EREQUEST, "[E1003]Fail to serialize request: " + err.Error()
+	}
+	cntl := c.cntl
+	if ct := cntl.RequestCompressType(); ct != controller.CompressNone {
+		c.payload, err = baidustd.Compress(nil, int32(ct), c.payload)
+		if err != nil {
+			return controller.EREQUEST, "[E1003]Fail to compress request: " + err.Error()
+		}
+	}
+	c.attachment = cntl.RequestAttachment().Bytes()
+	switch cntl.RequestChecksumType() {
+	case controller.ChecksumNone:
+	case controller.ChecksumCRC32C:
+		c.checksum = baidustd.AppendChecksum(nil, c.payload, c.attachment, false)
+	default:
+		return controller.EREQUEST, fmt.Sprintf("[E1003]unsupported checksum type %d", cntl.RequestChecksumType())
+	}
+	return 0, ""
+}
+
+func (ch *Channel) endpointOf(a *attempt) *transport.Endpoint {
+	if a.server != nil {
+		return a.server.Value.(*transport.Endpoint)
+	}
+	return ch.single
+}
+
+// send connects (within the connect timeout, capped by the deadline) and
+// writes the frame.
+func (ch *Channel) send(c *call, a *attempt) {
+	ep := ch.endpointOf(a)
+	connectTimeout := c.connectTimeout
+	if !c.deadline.IsZero() {
+		left := time.Until(c.deadline)
+		if left <= 0 {
+			left = time.Millisecond // the deadline timer is about to end the call
+		}
+		if connectTimeout == 0 || left < connectTimeout {
+			connectTimeout = left
+		}
+	}
+	conn, err := ep.Acquire(connectTimeout)
+	if err != nil {
+		code := transport.ErrnoOf(err)
+		if ch.closed() {
+			code = controller.EINVAL
+		}
+		ch.serverFailed(a, code, err.Error())
+		c.onFailure(a, code, fmt.Sprintf("[E%d]Fail to connect %s: %v", code, ep.Addr(), err), false)
+		return
+	}
+	if !c.attach(a, conn) {
+		ep.Release(conn, true) // nothing was sent on it
+		return
+	}
+	if err := conn.Register(a.id, a); err != nil {
+		c.onFailure(a, controller.EFAILEDSOCKET, fmt.Sprintf("[E1009]Connection to %s broke", ep.Addr()), false)
+		return
+	}
+
+	bufp := getBuf()
+	m := baidustd.Meta{
+		HasRequest:    true,
+		ServiceName:   string(c.md.Parent().FullName()),
+		MethodName:    string(c.md.Name()),
+		LogID:         c.cntl.LogID(),
+		HasLogID:      c.cntl.HasLogID(), // brpc writes log_id only when set
+		CompressType:  int32(c.cntl.RequestCompressType()),
+		CorrelationID: a.id,
+		ChecksumType:  int32(c.cntl.RequestChecksumType()),
+		ChecksumValue: c.checksum,
+	}
+	frame, err := baidustd.AppendFrame((*bufp)[:0], &m, c.payload, c.attachment)
+	if err == nil {
+		err = conn.Write(frame)
+	}
+	*bufp = frame
+	putBuf(bufp)
+	if err != nil {
+		conn.Unregister(a.id)
+		code := transport.ErrnoOf(err)
+		conn.Close() // a failed write leaves the stream in an unknown state
+		c.onFailure(a, code, fmt.Sprintf("[E%d]Fail to write to %s: %v", code, ep.Addr(), err), false)
+	}
+}
+
+// release gives the attempt's connection back (or closes a pooled or short
+// one that could still receive a late answer).
+func (ch *Channel) release(c *call, a *attempt, handle any, answered bool) {
+	conn := handle.(*transport.ClientConn)
+	if !answered {
+		conn.Unregister(a.id) // a late answer is dropped silently, as brpc does
+	}
+	ch.endpointOf(a).Release(conn, answered)
+}
+
+// serverFailed takes a server of a cluster out of selection after a
+// connection-level failure or an ELOGOFF answer; its health check revives
+// it. A single-server channel instead reconnects on the next call.
+func (ch *Channel) serverFailed(a *attempt, code controller.Errno, reason string) {
+	if a.server == nil {
+		return
+	}
+	switch code {
+	case controller.ECONNREFUSED, controller.ETIMEDOUT, controller.ECONNRESET, controller.EHOSTDOWN,
+		controller.EFAILEDSOCKET, controller.EEOF, controller.ELOGOFF, controller.EPIPE:
+		a.server.Value.(*transport.Endpoint).MarkFailed(controller.Errno(code).Name() + ": " + reason)
+	}
+}
+
+// HandleResponse implements transport.ResponseHandler: the answer to
+// attempt a arrived on conn. It runs on the connection's reader; msg and
+// att are only valid during the call.
+func (a *attempt) HandleResponse(conn *transport.ClientConn, m *baidustd.Meta, msg, att []byte) {
+	c := a.call
+	ch := c.s.(*Channel)
+	if m.ErrorCode != 0 {
+		code := controller.Errno(m.ErrorCode)
+		ch.serverFailed(a, code, m.ErrorText)
+		c.onFailure(a, code, "[E"+strconv.Itoa(int(code))+"]"+m.ErrorText, true)
+		return
+	}
+	handle, won := c.claim(a, conn.RemoteAddr(), conn.LocalAddr())
+	if !won {
+		if handle != nil {
+			ch.release(c, a, handle, true)
+		}
+		return
+	}
+	code, text := c.decodeResponse(m, msg, att)
+	if handle != nil {
+		ch.release(c, a, handle, true)
+	}
+	c.won(a, code, text)
+}
+
+// decodeResponse fills the user's response and attachment. It runs once,
+// by the owner of completion.
+func (c *call) decodeResponse(m *baidustd.Meta, msg, att []byte) (controller.Errno, string) {
+	if m.ChecksumType != 0 {
+		if err := baidustd.VerifyChecksum(m, msg, att); err != nil {
+			return controller.ERESPONSE, "[E2002]" + err.Error()
+		}
+	}
+	if m.CompressType != 0 {
+		var err error
+		msg, err = baidustd.Decompress(nil, m.CompressType, msg)
+		if err != nil {
+			return controller.ERESPONSE, "[E2002]Fail to decompress response: " + err.Error()
+		}
+	}
+	if err := proto.Unmarshal(msg, c.resp); err != nil {
+		return controller.ERESPONSE, "[E2002]Fail to parse response: " + err.Error()
+	}
+	if len(att) > 0 {
+		c.cntl.ResponseAttachment().Write(att)
+	}
+	return 0, ""
+}
+
+// HandleFailure implements transport.ResponseHandler: the connection broke
+// with attempt a on it.
+func (a *attempt) HandleFailure(_ *transport.ClientConn, code controller.Errno, text string) {
+	c := a.call
+	c.s.(*Channel).serverFailed(a, code, text)
+	c.onFailure(a, code, "[E"+strconv.Itoa(int(code))+"]"+text, false)
+}
