@@ -51,17 +51,18 @@ type CDFPoint struct {
 //	p_latency_percentiles "[p80,p90,p99,p999]", as brpc's vector prints
 //
 // The window defaults to 10 s (brpc's -bvar_dump_interval). Record costs
-// three per-P writes (average, max, histogram) and takes no lock. A
+// four per-P writes (average, max, min, histogram) and takes no lock. A
 // LatencyRecorder must be made with NewLatencyRecorder or
 // NewLatencyRecorderWindow and closed with Close when no longer needed.
 type LatencyRecorder struct {
 	size int // window, seconds
 	sum  *IntRecorder
 	max  *Maxer[int64]
+	min  *Miner[int64] // not exposed: bounds the percentiles' lowest bucket
 	hist *percentileHist
 
-	avgWin, maxWin *Window[int64]
-	vars           []latencyVar // everything Expose exposes, in brpc's order
+	avgWin, maxWin, minWin *Window[int64]
+	vars                   []latencyVar // everything Expose exposes, in brpc's order
 
 	mu     sync.Mutex // serializes Expose, Hide and Close
 	closed bool
@@ -116,11 +117,13 @@ func newLatencyRecorder(size int) *LatencyRecorder {
 		size: size,
 		sum:  NewIntRecorder(""),
 		max:  NewMaxer[int64](""),
+		min:  NewMiner[int64](""),
 		hist: newPercentileHist(size),
 	}
 	// Neither can fail: the reducers exist and size is in range.
 	r.avgWin, _ = NewWindow("", Reducer[int64](r.sum), size)
 	r.maxWin, _ = NewWindow("", Reducer[int64](r.max), size)
+	r.minWin, _ = NewWindow("", Reducer[int64](r.min), size)
 	addSource(r.hist)
 
 	passive := func(fn func() int64) *PassiveStatus[int64] {
@@ -161,6 +164,7 @@ func (r *LatencyRecorder) RecordUs(us int64) {
 	us = max(us, 0)
 	r.sum.Record(us)
 	r.max.Record(us)
+	r.min.Record(us)
 	r.hist.record(us)
 }
 
@@ -204,20 +208,19 @@ func (r *LatencyRecorder) qpsRounded() int64 {
 
 // LatencyPercentile returns the latency in µs that a share p (0..1, e.g.
 // 0.99) of the window's values do not exceed, to within 1.6% of its value
-// (see percentile.go), and never above MaxLatency. It is 0 while the
+// (see percentile.go) and never above MaxLatency. It is 0 while the
 // window is empty (including the first second).
 func (r *LatencyRecorder) LatencyPercentile(p float64) int64 {
 	var out [1]int64
-	r.hist.quantiles([]float64{p}, out[:])
-	return r.capAtMax(out[:])[0]
+	r.quantiles([]float64{p}, out[:])
+	return out[0]
 }
 
 // LatencyPercentiles returns the 80th, 90th, 99th and 99.9th percentiles,
 // as brpc's latency_percentiles does.
 func (r *LatencyRecorder) LatencyPercentiles() [4]int64 {
 	var out [4]int64
-	r.hist.quantiles([]float64{latencyP1 / 100.0, latencyP2 / 100.0, latencyP3 / 100.0, 0.999}, out[:])
-	r.capAtMax(out[:])
+	r.quantiles([]float64{latencyP1 / 100.0, latencyP2 / 100.0, latencyP3 / 100.0, 0.999}, out[:])
 	return out
 }
 
@@ -229,8 +232,7 @@ func (r *LatencyRecorder) CDF() []CDFPoint {
 	for i, pc := range cdfPercents {
 		ps[i] = pc / 100
 	}
-	r.hist.quantiles(ps[:], vs[:])
-	r.capAtMax(vs[:])
+	r.quantiles(ps[:], vs[:])
 	out := make([]CDFPoint, len(cdfPercents))
 	for i := range out {
 		out[i] = CDFPoint{Percent: cdfPercents[i], LatencyUs: vs[i]}
@@ -238,16 +240,10 @@ func (r *LatencyRecorder) CDF() []CDFPoint {
 	return out
 }
 
-// capAtMax keeps interpolated percentiles at or below the exact window
-// maximum: the top bucket is up to 1.6% wide, and a p99.99 above the max
-// latency shown next to it would look like a bug.
-func (r *LatencyRecorder) capAtMax(vs []int64) []int64 {
-	if mx := r.MaxLatency(); mx > 0 {
-		for i, v := range vs {
-			vs[i] = min(v, mx)
-		}
-	}
-	return vs
+// quantiles reads the histogram with the window's exact extremes, which
+// sharpen its first and last buckets (see percentileHist.quantiles).
+func (r *LatencyRecorder) quantiles(ps []float64, out []int64) {
+	r.hist.quantiles(ps, out, r.minWin.Get(), r.maxWin.Get())
 }
 
 // latencyPrefix removes a trailing "latency" or "Latency" from a prefix,
@@ -320,6 +316,7 @@ func (r *LatencyRecorder) Close() {
 	r.hideLocked()
 	r.avgWin.Close()
 	r.maxWin.Close()
+	r.minWin.Close()
 	removeSource(r.hist)
 }
 

@@ -150,8 +150,8 @@ func (m *cpuMeter) read() (user, sys float64) {
 		return m.user, m.sys
 	}
 	if dt > 0 {
-		m.user = max(0, (u - m.lastUser).Seconds()/dt.Seconds())
-		m.sys = max(0, (s - m.lastSys).Seconds()/dt.Seconds())
+		m.user = max(0, (u-m.lastUser).Seconds()/dt.Seconds())
+		m.sys = max(0, (s-m.lastSys).Seconds()/dt.Seconds())
 	}
 	m.last, m.lastUser, m.lastSys, m.computed = now, u, s, true
 	return m.user, m.sys

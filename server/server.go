@@ -27,6 +27,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 
+	"github.com/gobrpc/gobrpc/bvar"
 	"github.com/gobrpc/gobrpc/flags"
 )
 
@@ -194,6 +195,7 @@ func (s *Server) start(addr string) error {
 		return err
 	}
 	s.listener, s.loop, s.addr = ln, loop, ln.Addr()
+	bvar.ExposeProcessVariables() // once per process, brpc's process_* family
 	s.serveDone = make(chan struct{})
 	go func() {
 		defer close(s.serveDone)
