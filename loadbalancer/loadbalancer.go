@@ -46,16 +46,22 @@ type SelectIn struct {
 	Excluded       Excluded // may be nil
 	RequestCode    uint64   // for consistent hashing
 	HasRequestCode bool
+
+	// BeginTime is when this attempt starts. "la" counts the attempt as in
+	// flight from then until its Feedback, which must carry the same
+	// instant in CallInfo.BeginTime. Zero: the attempt is not counted.
+	BeginTime time.Time
 }
 
 // CallInfo is the feedback of one finished attempt (for "la").
 type CallInfo struct {
 	Server    *Server
 	Latency   time.Duration
-	ErrorCode int32 // 0 on success
-	TimeoutMs int64 // the RPC's timeout, -1 for none
-	Retries   int   // retries left when the attempt ended
-	BeginTime time.Time
+	ErrorCode int32     // 0 on success
+	TimeoutMs int64     // the RPC's timeout, -1 for none
+	Retries   int       // retries left when the attempt ended
+	Retried   int       // retries already made when the attempt ended (brpc's retried_count)
+	BeginTime time.Time // SelectIn.BeginTime of this attempt; zero if that was zero
 }
 
 // Errors a selection can end with; the channel maps them to brpc's codes.
