@@ -382,6 +382,11 @@ func (c *call) onFailure(a *attempt, code controller.Errno, text string, answere
 
 // feedback tells the load balancer how an attempt ended.
 func (c *call) feedback(a *attempt, code controller.Errno) {
+	if code != 0 && a.server != nil {
+		if cs, ok := a.server.Value.(*clusterServer); ok {
+			cs.errors.Add(1)
+		}
+	}
 	lb := c.s.balancer()
 	if lb == nil || a.server == nil || a.begin.IsZero() {
 		return

@@ -44,6 +44,8 @@ type Channel struct {
 	ns      naming.NamingService
 	mu      sync.Mutex // guards servers and serializes list updates
 	servers map[naming.Node]*loadbalancer.Server
+	prefix  string // of the channel's bvars
+	lbVar   *lbVar
 }
 
 const (
@@ -97,6 +99,8 @@ func (ch *Channel) init(target, lbName string, opts *Options) error {
 		return fmt.Errorf("channel: %w", err)
 	}
 	ch.servers = map[naming.Node]*loadbalancer.Server{}
+	ch.prefix = nextVarPrefix()
+	ch.lbVar = exposeLB(ch.prefix, ch.lb)
 	ns, err := naming.Start(target, naming.WatcherFunc(ch.updateServers))
 	if err != nil {
 		return fmt.Errorf("channel: %w", err)
@@ -139,7 +143,8 @@ func (ch *Channel) updateServers(nodes []naming.Node) {
 		s := ch.servers[n]
 		if s == nil {
 			ep := transport.GetEndpoint(n.Addr, ch.endpointOptions(), ch.opts.ConnectionGroup)
-			s = &loadbalancer.Server{Addr: n.Addr, Tag: n.Tag, Available: ep.Available, Value: ep}
+			s = &loadbalancer.Server{Addr: n.Addr, Tag: n.Tag, Available: ep.Available,
+				Value: newClusterServer(ch.prefix, n.Addr, ep)}
 		}
 		next[n] = s
 		list = append(list, s)
@@ -147,7 +152,9 @@ func (ch *Channel) updateServers(nodes []naming.Node) {
 	ch.lb.Update(list)
 	for n, s := range ch.servers {
 		if next[n] == nil {
-			transport.PutEndpoint(s.Value.(*transport.Endpoint))
+			cs := s.Value.(*clusterServer)
+			cs.hide()
+			transport.PutEndpoint(cs.ep)
 		}
 	}
 	ch.servers = next
@@ -226,8 +233,11 @@ func (ch *Channel) closeCluster() {
 	ch.servers = nil
 	ch.mu.Unlock()
 	for _, s := range servers {
-		transport.PutEndpoint(s.Value.(*transport.Endpoint))
+		cs := s.Value.(*clusterServer)
+		cs.hide()
+		transport.PutEndpoint(cs.ep)
 	}
+	ch.lbVar.hide()
 }
 
 // CallMethod sends one RPC (see Caller). Generated stubs call it.

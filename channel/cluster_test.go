@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/gobrpc/gobrpc/bvar"
 	"github.com/gobrpc/gobrpc/channel"
 	"github.com/gobrpc/gobrpc/controller"
 	"github.com/gobrpc/gobrpc/example/echo/echopb"
@@ -97,6 +99,21 @@ func TestClusterSpreadsCalls(t *testing.T) {
 	}
 	for i, svc := range c.svcs {
 		assert.InDelta(t, 100, svc.Calls.Load(), 5, "server %d", i)
+	}
+	// The channel's per-server counters.
+	var total int64
+	for _, name := range bvar.List() {
+		if strings.HasPrefix(name, "rpc_channel_") && strings.HasSuffix(name, "_selected") {
+			v, _ := bvar.Describe(name)
+			n, err := strconv.ParseInt(v, 10, 64)
+			require.NoError(t, err)
+			total += n
+		}
+	}
+	assert.Equal(t, int64(300), total)
+	ch.Close()
+	for _, name := range bvar.List() {
+		assert.False(t, strings.HasPrefix(name, "rpc_channel_"), "Close hides %s", name)
 	}
 }
 

@@ -45,7 +45,7 @@ func (ch *Channel) prepare(c *call, req proto.Message) (controller.Errno, string
 
 func (ch *Channel) endpointOf(a *attempt) *transport.Endpoint {
 	if a.server != nil {
-		return a.server.Value.(*transport.Endpoint)
+		return a.server.Value.(*clusterServer).ep
 	}
 	return ch.single
 }
@@ -54,6 +54,9 @@ func (ch *Channel) endpointOf(a *attempt) *transport.Endpoint {
 // writes the frame.
 func (ch *Channel) send(c *call, a *attempt) {
 	ep := ch.endpointOf(a)
+	if a.server != nil {
+		a.server.Value.(*clusterServer).selected.Add(1)
+	}
 	connectTimeout := c.connectTimeout
 	if !c.deadline.IsZero() {
 		left := time.Until(c.deadline)
@@ -129,7 +132,7 @@ func (ch *Channel) serverFailed(a *attempt, code controller.Errno, reason string
 	switch code {
 	case controller.ECONNREFUSED, controller.ETIMEDOUT, controller.ECONNRESET, controller.EHOSTDOWN,
 		controller.EFAILEDSOCKET, controller.EEOF, controller.ELOGOFF, controller.EPIPE:
-		a.server.Value.(*transport.Endpoint).MarkFailed(controller.Errno(code).Name() + ": " + reason)
+		a.server.Value.(*clusterServer).ep.MarkFailed(code.Name() + ": " + reason)
 	}
 }
 

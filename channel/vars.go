@@ -1,0 +1,82 @@
+package channel
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/gobrpc/gobrpc/bvar"
+	"github.com/gobrpc/gobrpc/flags"
+	"github.com/gobrpc/gobrpc/internal/transport"
+)
+
+// ShowLBInVars is brpc's -show_lb_in_vars: expose each channel's load
+// balancer state (for "la": every server's weight) as a bvar. Read when a
+// channel is initialized.
+var ShowLBInVars = flags.DefineBool("show_lb_in_vars", false,
+	"Describe LoadBalancers in vars", func(bool) error { return nil })
+
+// clusterServer is a channel's view of one server of its cluster: the
+// shared endpoint (connections, health) and this channel's counters,
+// exposed as rpc_channel_<n>_<ip_port>_selected and _error.
+type clusterServer struct {
+	ep       *transport.Endpoint
+	selected *bvar.Adder[int64]
+	errors   *bvar.Adder[int64]
+}
+
+var channelSeq = struct {
+	sync.Mutex
+	n int
+}{}
+
+// nextVarPrefix names a cluster channel's variables: rpc_channel_<n>, n
+// counting channels in this process (targets repeat, so they cannot be
+// names).
+func nextVarPrefix() string {
+	channelSeq.Lock()
+	defer channelSeq.Unlock()
+	channelSeq.n++
+	return fmt.Sprintf("rpc_channel_%d", channelSeq.n)
+}
+
+func newClusterServer(prefix, addr string, ep *transport.Endpoint) *clusterServer {
+	cs := &clusterServer{ep: ep, selected: bvar.NewAdder[int64](""), errors: bvar.NewAdder[int64]("")}
+	// A node listed twice with two tags shares its name: the second stays
+	// unexposed (Expose refuses, and the counters still work).
+	_ = cs.selected.ExposeAs(prefix+"_"+addr, "selected")
+	_ = cs.errors.ExposeAs(prefix+"_"+addr, "error")
+	return cs
+}
+
+func (cs *clusterServer) hide() {
+	cs.selected.Hide()
+	cs.errors.Hide()
+}
+
+// describer is implemented by balancers that can show their state.
+type describer interface {
+	Describe() string
+}
+
+// lbVar exposes the channel's balancer state (show_lb_in_vars).
+type lbVar struct {
+	v *bvar.PassiveStatus[string]
+}
+
+func exposeLB(prefix string, lb any) *lbVar {
+	d, ok := lb.(describer)
+	if !ok || !ShowLBInVars.Get() {
+		return nil
+	}
+	v, err := bvar.NewPassiveStatus(prefix+"_lb", d.Describe)
+	if err != nil {
+		return nil
+	}
+	return &lbVar{v: v}
+}
+
+func (l *lbVar) hide() {
+	if l != nil {
+		l.v.Hide()
+	}
+}
