@@ -234,9 +234,12 @@ func (c *call) newAttemptLocked() *attempt {
 // goroutine for retries, never on a connection's reader.
 func (c *call) issue(a *attempt) {
 	defer c.issued()
+	a.begin = time.Now()
 	if lb := c.s.balancer(); lb != nil {
 		c.mu.Lock()
-		in := loadbalancer.SelectIn{Excluded: &c.tried}
+		// la counts the attempt in flight from BeginTime until the
+		// Feedback carrying the same instant.
+		in := loadbalancer.SelectIn{Excluded: &c.tried, BeginTime: a.begin}
 		in.RequestCode, in.HasRequestCode = c.cntl.RequestCode()
 		server, err := lb.Select(in)
 		c.mu.Unlock()
@@ -247,7 +250,6 @@ func (c *call) issue(a *attempt) {
 		}
 		a.server = server
 	}
-	a.begin = time.Now()
 	c.s.send(c, a)
 }
 
@@ -397,6 +399,7 @@ func (c *call) feedback(a *attempt, code controller.Errno) {
 		ErrorCode: int32(code),
 		TimeoutMs: c.timeoutMs,
 		Retries:   c.maxRetry - c.nretry,
+		Retried:   c.nretry,
 		BeginTime: a.begin,
 	})
 }
