@@ -275,3 +275,19 @@ func TestStatus(t *testing.T) {
 	assert.Equal(t, `"x"`, p.Describe())
 	assert.Equal(t, int32(1), calls.Load())
 }
+
+func TestSampleHookRunsAfterSamples(t *testing.T) {
+	now := manual(t)
+	a := NewAdder[int64]("")
+	w, err := NewWindow("", a, 1)
+	require.NoError(t, err)
+	defer w.Close()
+	var seen []int64
+	h := NewSampleHook(func(time.Time) { seen = append(seen, w.Get()) })
+	SampleAt(now)
+	a.Add(5)
+	SampleAt(now.Add(time.Second))
+	h.Close()
+	SampleAt(now.Add(2 * time.Second))
+	assert.Equal(t, []int64{0, 5}, seen, "the hook sees the window of the same pass; none after Close")
+}

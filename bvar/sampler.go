@@ -19,6 +19,7 @@ type sampleSource interface {
 var collector = struct {
 	mu      sync.Mutex
 	sources []sampleSource
+	hooks   []sampleSource // run after every source, see SampleHook
 	index   map[sampleSource]int
 	stop    chan struct{} // non-nil while the goroutine runs
 	manual  bool
@@ -32,32 +33,55 @@ func addSource(s sampleSource) {
 		collector.index[s] = len(collector.sources)
 		collector.sources = append(collector.sources, s)
 	}
+	collector.mu.Unlock()
+	startSampler()
+	if !isManual() {
+		s.takeSample(time.Now().UnixNano())
+	}
+}
+
+// addHook registers a hook, sampled after every source.
+func addHook(h sampleSource) {
+	collector.mu.Lock()
+	collector.hooks = append(collector.hooks, h)
+	collector.mu.Unlock()
+	startSampler()
+}
+
+func isManual() bool {
+	collector.mu.Lock()
+	defer collector.mu.Unlock()
+	return collector.manual
+}
+
+func startSampler() {
+	collector.mu.Lock()
+	defer collector.mu.Unlock()
 	start := !collector.manual && collector.stop == nil
 	if start {
 		collector.stop = make(chan struct{})
 		go runSampler(collector.stop)
-	}
-	manual := collector.manual
-	collector.mu.Unlock()
-	if !manual {
-		s.takeSample(time.Now().UnixNano())
 	}
 }
 
 func removeSource(s sampleSource) {
 	collector.mu.Lock()
 	defer collector.mu.Unlock()
-	i, ok := collector.index[s]
-	if !ok {
-		return
+	if i, ok := collector.index[s]; ok {
+		last := len(collector.sources) - 1
+		collector.sources[i] = collector.sources[last]
+		collector.index[collector.sources[i]] = i
+		collector.sources[last] = nil
+		collector.sources = collector.sources[:last]
+		delete(collector.index, s)
 	}
-	last := len(collector.sources) - 1
-	collector.sources[i] = collector.sources[last]
-	collector.index[collector.sources[i]] = i
-	collector.sources[last] = nil
-	collector.sources = collector.sources[:last]
-	delete(collector.index, s)
-	if len(collector.sources) == 0 && collector.stop != nil {
+	for i, h := range collector.hooks {
+		if h == s {
+			collector.hooks = append(collector.hooks[:i], collector.hooks[i+1:]...)
+			break
+		}
+	}
+	if len(collector.sources) == 0 && len(collector.hooks) == 0 && collector.stop != nil {
 		close(collector.stop)
 		collector.stop = nil
 	}
@@ -89,9 +113,13 @@ func runSampler(stop chan struct{}) {
 func samplePass(nowNs int64) {
 	collector.mu.Lock()
 	sources := append([]sampleSource(nil), collector.sources...)
+	hooks := append([]sampleSource(nil), collector.hooks...)
 	collector.mu.Unlock()
 	for _, s := range sources {
 		s.takeSample(nowNs)
+	}
+	for _, h := range hooks {
+		h.takeSample(nowNs)
 	}
 }
 
@@ -107,7 +135,7 @@ func SetManualSampling(manual bool) {
 		close(collector.stop)
 		collector.stop = nil
 	}
-	if !manual && collector.stop == nil && len(collector.sources) > 0 {
+	if !manual && collector.stop == nil && len(collector.sources)+len(collector.hooks) > 0 {
 		collector.stop = make(chan struct{})
 		go runSampler(collector.stop)
 	}
