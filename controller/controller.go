@@ -90,8 +90,26 @@ type Controller struct {
 	requestChecksum     ChecksumType
 	responseCompress    CompressType
 
+	backupPolicy BackupPolicy
+
 	requestAttachment  bytes.Buffer
 	responseAttachment bytes.Buffer
+}
+
+// BackupPolicy decides backup requests per RPC: brpc's
+// BackupRequestPolicy. It is declared here so a Controller can hold one;
+// package backup names it backup.Policy and implements the rate-limited
+// one. Implementations must be safe for concurrent use.
+type BackupPolicy interface {
+	// GetBackupRequestMs returns the backup delay for this RPC: >= 0 to
+	// use it, -1 to inherit the channel's BackupRequestMs, any other
+	// negative value to send no backup.
+	GetBackupRequestMs(cntl *Controller) int32
+	// DoBackup is asked when the delay expires: false vetoes the backup
+	// (the RPC keeps waiting for its first attempt until the deadline).
+	DoBackup(cntl *Controller) bool
+	// OnRPCEnd runs exactly once when the RPC ends, success or not.
+	OnRPCEnd(cntl *Controller)
 }
 
 // New returns a Controller with every setting at its default.
@@ -195,6 +213,16 @@ func (c *Controller) BackupRequestMsSetting() (int64, bool) {
 	}
 	return c.backupRequestMs, true
 }
+
+// SetBackupRequestPolicy sets the backup policy of this RPC; it overrides
+// every backup setting of the channel. The caller keeps ownership.
+func (c *Controller) SetBackupRequestPolicy(p BackupPolicy) {
+	c.init()
+	c.backupPolicy = p
+}
+
+// BackupRequestPolicy is the policy given to SetBackupRequestPolicy, or nil.
+func (c *Controller) BackupRequestPolicy() BackupPolicy { return c.backupPolicy }
 
 // SetLogID sets the log id carried in the request meta; servers copy it
 // into their Controller so it can be passed downstream.
