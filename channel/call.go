@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/gobrpc/gobrpc/backup"
 	"github.com/gobrpc/gobrpc/controller"
 	"github.com/gobrpc/gobrpc/internal/ctrl"
 	"github.com/gobrpc/gobrpc/loadbalancer"
@@ -34,6 +35,10 @@ type sender interface {
 	release(c *call, a *attempt, handle any, answered bool)
 	// lb selects servers; nil for a single-server Channel.
 	balancer() loadbalancer.LoadBalancer
+	// backupPolicy is the channel's backup policy (the options' or its
+	// own rate-limited one); nil for none.
+	backupPolicy() backup.Policy
+	stats() *channelVars
 	settings() *resolved
 	closed() bool
 	describe() string // where calls go, for error texts
@@ -64,17 +69,26 @@ type call struct {
 	maxRetry       int
 	connectTimeout time.Duration
 
+	policy      backup.Policy // the effective backup policy, nil for none
+	backupMs    int64         // the effective backup delay, -1 for none
+	backupTimer *time.Timer
+
 	mu      sync.Mutex
 	ended   bool
 	nretry  int
 	issuing int // attempts being started; the payload lives while > 0
 	current *attempt
-	first   attempt // the first attempt, allocated with the call
-	tried   triedServers
-	timer   *time.Timer
-	errText strings.Builder
-	remote  net.Addr // the last server talked to
-	local   net.Addr
+	// unfinished is the first attempt once a backup was sent: both may
+	// still answer, and the first good answer wins (brpc's
+	// _unfinished_call).
+	unfinished *attempt
+	backupAtt  *attempt // the backup attempt, nil until one is sent
+	first      attempt  // the first attempt, allocated with the call
+	tried      triedServers
+	timer      *time.Timer
+	errText    strings.Builder
+	remote     net.Addr // the last server talked to
+	local      net.Addr
 }
 
 // attempt is one send of the request to one server (or sub-channel) with
@@ -213,10 +227,75 @@ func (c *call) setUp(canceled bool) (controller.Errno, string) {
 	if code, text := c.s.prepare(c, c.req); code != 0 {
 		return code, text
 	}
+	c.resolveBackup(opts)
 	if c.timeoutMs >= 0 {
 		c.timer = time.AfterFunc(time.Duration(c.timeoutMs)*time.Millisecond, c.onTimeout)
 	}
+	// A backup delay at or beyond the deadline never fires, as in brpc.
+	if c.backupMs >= 0 && (c.timeoutMs < 0 || c.backupMs < c.timeoutMs) {
+		c.backupTimer = time.AfterFunc(time.Duration(c.backupMs)*time.Millisecond, c.onBackupTimer)
+	}
 	return 0, ""
+}
+
+// resolveBackup picks the backup policy and delay of this RPC. The
+// Controller's settings beat the channel's; within a level a policy beats
+// the ratio limit, which beats the plain delay. A policy's
+// GetBackupRequestMs of -1 inherits the delay of the level below it (the
+// Controller's, else the channel's BackupRequestMs); another negative
+// value disables the backup.
+func (c *call) resolveBackup(opts *resolved) {
+	ms, msSet := c.cntl.BackupRequestMsSetting()
+	policy := c.cntl.BackupRequestPolicy()
+	if policy == nil && !msSet {
+		policy = c.s.backupPolicy()
+	}
+	if !msSet {
+		ms = int64(opts.BackupRequestMs)
+	}
+	if policy != nil {
+		switch pm := policy.GetBackupRequestMs(c.cntl); {
+		case pm >= 0:
+			ms = int64(pm)
+		case pm != -1:
+			ms = -1
+		}
+	}
+	if ms < 0 {
+		ms = -1
+	}
+	c.policy, c.backupMs = policy, ms
+}
+
+// onBackupTimer sends the backup: the same request to another server
+// (the same one when it is the only one), if a retry remains and the
+// policy allows. A veto or no retry left keeps the call waiting for its
+// first attempt; the deadline stays armed either way.
+func (c *call) onBackupTimer() {
+	c.mu.Lock()
+	skip := c.ended || c.backupAtt != nil || c.nretry >= c.maxRetry
+	c.mu.Unlock()
+	if skip {
+		return
+	}
+	if c.policy != nil && !c.policy.DoBackup(c.cntl) {
+		c.s.stats().backupRefused.Add(1)
+		return
+	}
+	c.mu.Lock()
+	if c.ended || c.backupAtt != nil || c.nretry >= c.maxRetry {
+		c.mu.Unlock()
+		return
+	}
+	c.tried.add(c.current.server)
+	c.unfinished = c.current
+	c.nretry++
+	next := c.newAttemptLocked()
+	c.backupAtt = next
+	c.issuing++
+	c.mu.Unlock()
+	c.s.stats().backupSent.Add(1)
+	c.issue(next) // on the timer's own goroutine
 }
 
 func (c *call) newAttemptLocked() *attempt {
@@ -293,7 +372,7 @@ func (c *call) takePayloadLocked() *[]byte {
 func (c *call) attach(a *attempt, handle any) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.ended || c.current != a {
+	if c.ended || !c.liveLocked(a) {
 		return false
 	}
 	a.handle = handle
@@ -322,14 +401,24 @@ func (c *call) noteSidesLocked(remote, local net.Addr) {
 func (c *call) claim(a *attempt, remote, local net.Addr) (handle any, won bool) {
 	c.mu.Lock()
 	handle = c.takeLocked(a)
-	if c.ended || c.current != a {
+	if c.ended || !c.liveLocked(a) {
 		c.mu.Unlock()
 		return handle, false
 	}
 	c.ended = true
 	c.noteSidesLocked(remote, local)
+	backupWon := a == c.backupAtt
 	c.mu.Unlock()
+	if backupWon {
+		c.s.stats().backupWon.Add(1)
+	}
 	return handle, true
+}
+
+// liveLocked reports whether a may still decide the call: the attempt in
+// flight, or the first attempt still waited for after a backup.
+func (c *call) liveLocked(a *attempt) bool {
+	return a == c.current || (a == c.unfinished && a != nil)
 }
 
 // won ends the call after its winner filled the response; code is non-zero
@@ -351,7 +440,7 @@ func (c *call) won(a *attempt, code controller.Errno, text string) {
 func (c *call) onFailure(a *attempt, code controller.Errno, text string, answered bool) {
 	c.mu.Lock()
 	handle := c.takeLocked(a)
-	if c.ended || c.current != a {
+	if c.ended || !c.liveLocked(a) {
 		c.mu.Unlock()
 		if handle != nil {
 			c.s.release(c, a, handle, answered)
@@ -359,27 +448,37 @@ func (c *call) onFailure(a *attempt, code controller.Errno, text string, answere
 		return
 	}
 	c.appendErrorLocked(text)
-	retry := retryable(code) && c.nretry < c.maxRetry && !c.s.closed() &&
-		(c.deadline.IsZero() || time.Now().Before(c.deadline))
 	var next *attempt
-	if retry {
+	end := false
+	switch {
+	case a == c.unfinished:
+		// The first attempt failed while the backup is pending: ignore
+		// it and keep waiting for the backup.
+		c.unfinished = nil
+	case retryable(code) && c.nretry < c.maxRetry && !c.s.closed() &&
+		(c.deadline.IsZero() || time.Now().Before(c.deadline)):
 		c.tried.add(a.server)
 		c.nretry++
 		next = c.newAttemptLocked()
 		c.issuing++
-	} else {
+	case c.unfinished != nil:
+		// The backup failed for good but the first attempt may still
+		// answer: a slow answer beats an error, so wait for it.
+		c.current, c.unfinished = c.unfinished, nil
+	default:
 		c.ended = true
+		end = true
 	}
 	c.mu.Unlock()
 	if handle != nil {
 		c.s.release(c, a, handle, answered)
 	}
 	c.feedback(a, code)
-	if !retry {
+	if end {
 		c.finish(code)
-		return
+	} else if next != nil {
+		go c.issue(next) // never connect on a reader or closer goroutine
 	}
-	go c.issue(next) // never connect on a reader or closer goroutine
 }
 
 // feedback tells the load balancer how an attempt ended.
@@ -444,20 +543,30 @@ func (c *call) finish(code controller.Errno) {
 	if c.timer != nil {
 		c.timer.Stop()
 	}
+	if c.backupTimer != nil {
+		c.backupTimer.Stop()
+	}
 	c.mu.Lock()
-	cur := c.current
-	var handle any
-	if cur != nil {
-		handle = c.takeLocked(cur)
+	// Attempts still in flight are abandoned: at most the current one and
+	// the unfinished first attempt of a backed-up call.
+	var abandoned [2]*attempt
+	var handles [2]any
+	for i, a := range [2]*attempt{c.current, c.unfinished} {
+		if a != nil {
+			abandoned[i], handles[i] = a, c.takeLocked(a)
+		}
 	}
 	payloadBuf := c.takePayloadLocked()
+	hasBackup := c.backupAtt != nil
 	c.mu.Unlock()
 	if payloadBuf != nil {
 		putBuf(payloadBuf)
 	}
-	if handle != nil { // an attempt still in flight is abandoned
-		c.s.release(c, cur, handle, false)
-		c.feedback(cur, code)
+	for i, a := range abandoned {
+		if handles[i] != nil {
+			c.s.release(c, a, handles[i], false)
+			c.feedback(a, code)
+		}
 	}
 
 	st := c.st
@@ -469,11 +578,17 @@ func (c *call) finish(code controller.Errno) {
 		st.ErrorText = ""
 	}
 	st.RetriedCount = c.nretry
+	st.HasBackupRequest = hasBackup
 	st.LatencyUs = time.Since(c.start).Microseconds()
 
 	st.Mu.Lock()
 	st.Call = nil
 	st.Mu.Unlock()
+
+	// Exactly once per RPC, sync or async, with the results in place.
+	if c.policy != nil {
+		c.policy.OnRPCEnd(c.cntl)
+	}
 
 	if c.done != nil {
 		go func() {

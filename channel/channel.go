@@ -23,6 +23,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/gobrpc/gobrpc/backup"
 	"github.com/gobrpc/gobrpc/controller"
 	"github.com/gobrpc/gobrpc/internal/transport"
 	"github.com/gobrpc/gobrpc/loadbalancer"
@@ -44,8 +45,11 @@ type Channel struct {
 	ns      naming.NamingService
 	mu      sync.Mutex // guards servers and serializes list updates
 	servers map[naming.Node]*loadbalancer.Server
-	prefix  string // of the channel's bvars
 	lbVar   *lbVar
+
+	vars        *channelVars
+	policy      backup.Policy             // the options' policy, or owned
+	ownedPolicy *backup.RateLimitedPolicy // built for BackupRequestMaxRatio; closed by Close
 }
 
 const (
@@ -81,6 +85,29 @@ func (ch *Channel) init(target, lbName string, opts *Options) error {
 		return err
 	}
 	ch.opts, ch.target = r, target
+	ch.vars = newChannelVars()
+	if ch.policy, ch.ownedPolicy, err = r.backupPolicy(ch.vars.prefix); err != nil {
+		ch.vars.hide()
+		return err
+	}
+	if err := ch.initTarget(target, lbName); err != nil {
+		ch.releaseBackup()
+		return err
+	}
+	return nil
+}
+
+// releaseBackup closes what the channel owns for backups.
+func (ch *Channel) releaseBackup() {
+	if ch.ownedPolicy != nil {
+		ch.ownedPolicy.Close()
+	}
+	ch.vars.hide()
+}
+
+func (ch *Channel) initTarget(target, lbName string) error {
+	r := ch.opts
+	var err error
 	if !strings.Contains(target, "://") {
 		if lbName != "" {
 			return fmt.Errorf("channel: load balancer %q needs a naming service URL, got the single server %q", lbName, target)
@@ -99,10 +126,10 @@ func (ch *Channel) init(target, lbName string, opts *Options) error {
 		return fmt.Errorf("channel: %w", err)
 	}
 	ch.servers = map[naming.Node]*loadbalancer.Server{}
-	ch.prefix = nextVarPrefix()
-	ch.lbVar = exposeLB(ch.prefix, ch.lb)
+	ch.lbVar = exposeLB(ch.vars.prefix, ch.lb)
 	ns, err := naming.Start(target, naming.WatcherFunc(ch.updateServers))
 	if err != nil {
+		ch.lbVar.hide()
 		return fmt.Errorf("channel: %w", err)
 	}
 	ch.ns = ns
@@ -144,7 +171,7 @@ func (ch *Channel) updateServers(nodes []naming.Node) {
 		if s == nil {
 			ep := transport.GetEndpoint(n.Addr, ch.endpointOptions(), ch.opts.ConnectionGroup)
 			s = &loadbalancer.Server{Addr: n.Addr, Tag: n.Tag, Available: ep.Available,
-				Value: newClusterServer(ch.prefix, n.Addr, ep)}
+				Value: newClusterServer(ch.vars.prefix, n.Addr, ep)}
 		}
 		next[n] = s
 		list = append(list, s)
@@ -187,6 +214,16 @@ func resolveAddr(target string) (string, error) {
 	return net.JoinHostPort(ips[0].String(), port), nil
 }
 
+// BackupVarPrefix is the prefix of the channel's variables
+// (rpc_channel_<n>): <prefix>_backup_sent, _backup_won, _backup_refused,
+// and _backup_ratio when the channel owns a ratio-limited policy.
+func (ch *Channel) BackupVarPrefix() string {
+	if ch.vars == nil {
+		return ""
+	}
+	return ch.vars.prefix
+}
+
 // Options returns the options in force, defaults filled in.
 func (ch *Channel) Options() Options { return ch.opts.Options }
 
@@ -216,6 +253,7 @@ func (ch *Channel) Close() error {
 	if ch.state.Swap(channelClosed) != channelReady {
 		return nil
 	}
+	ch.releaseBackup()
 	if ch.single != nil {
 		transport.PutEndpoint(ch.single)
 		return nil
@@ -259,9 +297,8 @@ func (ch *Channel) describe() string {
 	return ch.target
 }
 
-func (ch *Channel) balancer() loadbalancer.LoadBalancer {
-	if ch.lb == nil { // an interface holding a nil pointer would not compare nil
-		return nil
-	}
-	return ch.lb
-}
+func (ch *Channel) balancer() loadbalancer.LoadBalancer { return ch.lb }
+
+func (ch *Channel) backupPolicy() backup.Policy { return ch.policy }
+
+func (ch *Channel) stats() *channelVars { return ch.vars }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/gobrpc/gobrpc/backup"
 	"github.com/gobrpc/gobrpc/internal/transport"
 	"github.com/gobrpc/gobrpc/naming"
 )
@@ -24,8 +25,24 @@ type Options struct {
 	// BackupRequestMs is the delay after which a backup request goes to
 	// another server if no answer came. -1 (DefaultOptions) disables it.
 	// 0 in a literal also means disabled (use Controller.SetBackupRequestMs(0)
-	// for an immediate backup).
+	// for an immediate backup). A delay >= the timeout never fires.
 	BackupRequestMs int32
+
+	// BackupRequestPolicy decides backups (delay, veto, accounting); it
+	// beats BackupRequestMaxRatio and BackupRequestMs. The caller owns it:
+	// Close does not close it. A Controller's backup settings beat all
+	// three.
+	BackupRequestPolicy backup.Policy
+
+	// BackupRequestMaxRatio caps backups at this ratio of the RPCs over a
+	// sliding window: a value in (0, 1] makes the channel build and own a
+	// backup.RateLimitedPolicy (window and refresh interval from the flags
+	// backup_request_ratio_window_size_s and
+	// backup_request_ratio_update_interval_s, strict mode from
+	// backup_request_ratio_strict). -1 (DefaultOptions) or 0 in a literal
+	// means the flag backup_request_max_ratio, whose default -1 is no
+	// limit. Any other value is an Init error.
+	BackupRequestMaxRatio float64
 
 	// MaxRetry is how many times a failed attempt is retried, on another
 	// server when there is one. 0 means no retry (DefaultOptions sets 3,
@@ -61,13 +78,14 @@ type Options struct {
 // DefaultOptions returns brpc's ChannelOptions defaults.
 func DefaultOptions() Options {
 	return Options{
-		ConnectTimeoutMs: 200,
-		TimeoutMs:        500,
-		BackupRequestMs:  -1,
-		MaxRetry:         3,
-		Protocol:         "baidu_std",
-		ConnectionType:   "single",
-		MaxBodySize:      64 << 20,
+		ConnectTimeoutMs:      200,
+		TimeoutMs:             500,
+		BackupRequestMs:       -1,
+		BackupRequestMaxRatio: -1,
+		MaxRetry:              3,
+		Protocol:              "baidu_std",
+		ConnectionType:        "single",
+		MaxBodySize:           64 << 20,
 	}
 }
 
@@ -75,6 +93,29 @@ func DefaultOptions() Options {
 type resolved struct {
 	Options
 	connType transport.ConnType
+}
+
+// backupPolicy builds the channel's own RateLimitedPolicy when the options
+// ask for a ratio limit and name no policy.
+func (r *resolved) backupPolicy(prefix string) (policy backup.Policy, owned *backup.RateLimitedPolicy, err error) {
+	if r.BackupRequestPolicy != nil {
+		return r.BackupRequestPolicy, nil, nil
+	}
+	if r.BackupRequestMaxRatio <= 0 {
+		return nil, nil, nil
+	}
+	owned, err = backup.NewRateLimitedPolicy(backup.RateLimitedOptions{
+		BackupRequestMs:       -1, // the channel's BackupRequestMs
+		MaxBackupRatio:        r.BackupRequestMaxRatio,
+		WindowSizeSeconds:     int(backup.WindowSizeFlag.Get()),
+		UpdateIntervalSeconds: int(backup.UpdateIntervalFlag.Get()),
+		Strict:                backup.StrictFlag.Get(),
+		Name:                  prefix,
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("channel: %w", err)
+	}
+	return owned, owned, nil
 }
 
 func resolve(o *Options) (resolved, error) {
@@ -101,6 +142,11 @@ func resolve(o *Options) (resolved, error) {
 	}
 	if r.BackupRequestMs < -1 {
 		return r, fmt.Errorf("channel: invalid BackupRequestMs %d (want >= 0, or -1 to disable)", r.BackupRequestMs)
+	}
+	if r.BackupRequestMaxRatio == 0 || r.BackupRequestMaxRatio == -1 {
+		r.BackupRequestMaxRatio = backup.MaxRatioFlag.Get()
+	} else if !(r.BackupRequestMaxRatio > 0 && r.BackupRequestMaxRatio <= 1) {
+		return r, fmt.Errorf("channel: invalid BackupRequestMaxRatio %v (want (0, 1], or -1 for the flag backup_request_max_ratio)", r.BackupRequestMaxRatio)
 	}
 	if r.MaxRetry < 0 {
 		return r, fmt.Errorf("channel: invalid MaxRetry %d (want >= 0)", r.MaxRetry)

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/gobrpc/gobrpc/backup"
 	"github.com/gobrpc/gobrpc/controller"
 	"github.com/gobrpc/gobrpc/loadbalancer"
 )
@@ -30,6 +31,10 @@ type SelectiveChannel struct {
 	mu   sync.Mutex
 	subs []subChannel
 	next ChannelHandle
+
+	vars        *channelVars
+	policy      backup.Policy
+	ownedPolicy *backup.RateLimitedPolicy
 }
 
 // ChannelHandle names a sub-channel added to a SelectiveChannel.
@@ -64,6 +69,12 @@ func (s *SelectiveChannel) Init(lbName string, opts *Options) error {
 	if err != nil {
 		s.state.Store(channelNew)
 		return fmt.Errorf("channel: %w", err)
+	}
+	s.vars = newChannelVars()
+	if s.policy, s.ownedPolicy, err = r.backupPolicy(s.vars.prefix); err != nil {
+		s.vars.hide()
+		s.state.Store(channelNew)
+		return err
 	}
 	s.opts = r
 	s.state.Store(channelReady)
@@ -148,6 +159,10 @@ func (s *SelectiveChannel) Close() error {
 	if s.state.Swap(channelClosed) != channelReady {
 		return nil
 	}
+	if s.ownedPolicy != nil {
+		s.ownedPolicy.Close()
+	}
+	s.vars.hide()
 	s.mu.Lock()
 	subs := s.subs
 	s.subs = nil
@@ -172,6 +187,8 @@ func (s *SelectiveChannel) settings() *resolved                 { return &s.opts
 func (s *SelectiveChannel) closed() bool                        { return s.state.Load() != channelReady }
 func (s *SelectiveChannel) describe() string                    { return "SelectiveChannel" }
 func (s *SelectiveChannel) balancer() loadbalancer.LoadBalancer { return s.lb }
+func (s *SelectiveChannel) backupPolicy() backup.Policy         { return s.policy }
+func (s *SelectiveChannel) stats() *channelVars                 { return s.vars }
 
 // The request is serialized by the sub-channel.
 func (s *SelectiveChannel) prepare(*call, proto.Message) (controller.Errno, string) { return 0, "" }

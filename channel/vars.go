@@ -80,3 +80,32 @@ func (l *lbVar) hide() {
 		l.v.Hide()
 	}
 }
+
+// channelVars are what every Channel and SelectiveChannel exposes about
+// its backups: rpc_channel_<n>_backup_sent, _backup_won (the backup
+// answered first) and _backup_refused (the policy vetoed it).
+type channelVars struct {
+	prefix                string
+	backupSent, backupWon *bvar.Adder[int64]
+	backupRefused         *bvar.Adder[int64]
+}
+
+func newChannelVars() *channelVars {
+	prefix := nextVarPrefix()
+	v := &channelVars{
+		prefix:        prefix,
+		backupSent:    bvar.NewAdder[int64](prefix + "_backup_sent"),
+		backupWon:     bvar.NewAdder[int64](prefix + "_backup_won"),
+		backupRefused: bvar.NewAdder[int64](prefix + "_backup_refused"),
+	}
+	return v
+}
+
+func (v *channelVars) hide() {
+	if v == nil {
+		return
+	}
+	v.backupSent.Hide()
+	v.backupWon.Hide()
+	v.backupRefused.Hide()
+}

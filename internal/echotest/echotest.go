@@ -23,10 +23,16 @@ import (
 type Service struct {
 	// Canceled receives, for each "wait-cancel" request, whether the
 	// handler saw its Context cancelled (within 5 s).
-	Canceled      chan bool
-	Calls         atomic.Int64
-	inflight      atomic.Int64
-	MaxConcurrent atomic.Int64 // the most calls seen in the handler at once
+	Canceled chan bool
+	Calls    atomic.Int64
+	// Delay makes requests answer that much later (from another
+	// goroutine); with DelayEveryOther only the even-numbered requests
+	// this service receives (the 0th, 2nd ...) wait, as brpc's
+	// backup_request example server does.
+	Delay           atomic.Int64 // nanoseconds
+	DelayEveryOther atomic.Bool
+	inflight        atomic.Int64
+	MaxConcurrent   atomic.Int64 // the most calls seen in the handler at once
 }
 
 func (s *Service) enter() {
@@ -41,9 +47,19 @@ func (s *Service) enter() {
 
 // Echo implements echopb.EchoServiceServer.
 func (s *Service) Echo(cntl *controller.Controller, req *echopb.EchoRequest, resp *echopb.EchoResponse, done func()) {
-	s.Calls.Add(1)
+	n := s.Calls.Add(1) - 1
 	s.enter()
 	msg := req.GetMessage()
+	if d := time.Duration(s.Delay.Load()); d > 0 && (!s.DelayEveryOther.Load() || n%2 == 0) {
+		go func() {
+			time.Sleep(d)
+			resp.Message = req.Message
+			cntl.ResponseAttachment().Write(cntl.RequestAttachment().Bytes())
+			s.inflight.Add(-1)
+			done()
+		}()
+		return
+	}
 	if msg == "panic" {
 		s.inflight.Add(-1)
 		panic("asked to panic")
