@@ -26,10 +26,13 @@ type RateLimitedOptions struct {
 	// UpdateIntervalSeconds is how often the cached ratio is recomputed,
 	// >= 1. Larger than the window is allowed (with a warning).
 	UpdateIntervalSeconds int
-	// Strict also caps the backups of each second at max(1, MaxBackupRatio
-	// × RPCs completed in the previous second). The window ratio alone
-	// lets a stall that follows fast traffic back up every call until the
-	// window slides past the fast seconds; strict mode does not.
+	// Strict also caps the backups of each second at max(1,
+	// MaxBackupRatio × RPCs completed so far in that second): every
+	// completed RPC earns MaxBackupRatio of a backup, a backup spends one,
+	// and the sampler resets the budget to one backup each second. The
+	// window ratio alone lets a stall that follows fast traffic back up
+	// every call until the window slides past the fast seconds; strict
+	// mode bounds every second but the one the stall starts in.
 	Strict bool
 	// Name, when set, exposes the policy's variables as <Name>_backup_ratio
 	// (the cached ratio) and, in strict mode, <Name>_backup_budget.
@@ -59,8 +62,8 @@ type RateLimitedPolicy struct {
 	cachedRatio          atomic.Uint64 // float64 bits
 	refreshDue           atomic.Bool   // set by the sampler once per update interval
 	lastRefreshNs        int64         // sampler goroutine only
-	budget               atomic.Int64  // strict: backups left this second
-	lastTotal            int64         // sampler goroutine only
+	budget               atomic.Int64  // strict: backups left this second, in budgetUnit
+	deposit              int64         // strict: what one completed RPC earns, in budgetUnit
 	refreshes            atomic.Int64  // how many times the ratio was recomputed
 	ratioVar, budgetVar  *bvar.PassiveStatus[float64]
 	closed               atomic.Bool
@@ -103,7 +106,8 @@ func NewRateLimitedPolicy(o RateLimitedOptions) (*RateLimitedPolicy, error) {
 		return nil, err
 	}
 	p.refreshDue.Store(true) // the first call computes the ratio, as brpc's
-	p.budget.Store(1)        // strict: one backup before the first second is measured
+	p.deposit = int64(o.MaxBackupRatio * budgetUnit)
+	p.budget.Store(budgetUnit) // strict: one backup until the first tick
 	p.hook = bvar.NewSampleHook(p.tick)
 	if o.Name != "" {
 		if p.ratioVar, err = bvar.NewPassiveStatus(o.Name+"_backup_ratio", p.Ratio); err != nil {
@@ -112,7 +116,7 @@ func NewRateLimitedPolicy(o RateLimitedOptions) (*RateLimitedPolicy, error) {
 		}
 		if o.Strict {
 			if p.budgetVar, err = bvar.NewPassiveStatus(o.Name+"_backup_budget",
-				func() float64 { return float64(max(p.budget.Load(), 0)) }); err != nil {
+				func() float64 { return float64(max(p.budget.Load(), 0)) / budgetUnit }); err != nil {
 				p.Close()
 				return nil, err
 			}
@@ -121,9 +125,14 @@ func NewRateLimitedPolicy(o RateLimitedOptions) (*RateLimitedPolicy, error) {
 	return p, nil
 }
 
+// budgetUnit is one backup in the strict budget, which counts fractions:
+// each completed RPC deposits MaxBackupRatio of a backup.
+const budgetUnit = 1 << 20
+
 // tick runs once a second on the sampler, after the windows were sampled:
 // it marks the ratio due for a refresh once per update interval and, in
-// strict mode, sets this second's budget from the last second's RPCs.
+// strict mode, starts the new second's budget at one backup (unspent
+// budget does not carry over).
 func (p *RateLimitedPolicy) tick(now time.Time) {
 	ns := now.UnixNano()
 	switch {
@@ -134,10 +143,7 @@ func (p *RateLimitedPolicy) tick(now time.Time) {
 		p.refreshDue.Store(true)
 	}
 	if p.opts.Strict {
-		total := p.total.Get()
-		done := total - p.lastTotal
-		p.lastTotal = total
-		p.budget.Store(max(1, int64(math.Floor(p.opts.MaxBackupRatio*float64(done)))))
+		p.budget.Store(budgetUnit)
 	}
 }
 
@@ -156,7 +162,7 @@ func (p *RateLimitedPolicy) DoBackup(*controller.Controller) bool {
 	if math.Float64frombits(p.cachedRatio.Load()) >= p.opts.MaxBackupRatio {
 		return false
 	}
-	if p.opts.Strict && (p.budget.Load() <= 0 || p.budget.Add(-1) < 0) {
+	if p.opts.Strict && (p.budget.Load() < budgetUnit || p.budget.Add(-budgetUnit) < 0) {
 		return false
 	}
 	p.backups.Add(1)
@@ -180,8 +186,14 @@ func (p *RateLimitedPolicy) refresh() {
 	p.cachedRatio.Store(math.Float64bits(ratio))
 }
 
-// OnRPCEnd counts a completed RPC.
-func (p *RateLimitedPolicy) OnRPCEnd(*controller.Controller) { p.total.Add(1) }
+// OnRPCEnd counts a completed RPC (and, in strict mode, adds its share to
+// this second's budget).
+func (p *RateLimitedPolicy) OnRPCEnd(*controller.Controller) {
+	p.total.Add(1)
+	if p.opts.Strict {
+		p.budget.Add(p.deposit)
+	}
+}
 
 // Ratio is the cached ratio of backups to completed RPCs.
 func (p *RateLimitedPolicy) Ratio() float64 { return math.Float64frombits(p.cachedRatio.Load()) }
