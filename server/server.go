@@ -1,6 +1,7 @@
 // Package server is gobrpc's server: it serves protobuf services over
-// baidu_std on one port, with brpc's dispatch rules, error replies and
-// graceful stop.
+// baidu_std and HTTP (JSON or protobuf bodies) on one port, with brpc's
+// dispatch rules, error replies, builtin pages (/vars, /status, /flags ...)
+// and graceful stop.
 //
 //	srv := server.New(nil)
 //	if err := echopb.RegisterEchoServiceServer(srv, &echoImpl{}); err != nil { ... }
@@ -9,26 +10,27 @@
 package server
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
-	"github.com/cloudwego/netpoll"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 
 	"github.com/gobrpc/gobrpc/bvar"
 	"github.com/gobrpc/gobrpc/flags"
+	"github.com/gobrpc/gobrpc/server/builtin"
 )
 
 // Options configure a Server. The zero value (or nil) means brpc's
@@ -40,6 +42,17 @@ type Options struct {
 	// IdleTimeoutSec closes connections idle this long; <= 0 never does
 	// (brpc's idle_timeout_sec, default -1).
 	IdleTimeoutSec int
+	// InternalPort, when > 0, serves the builtin pages only on this port
+	// (on the main port's host); the main port then answers 403 for them
+	// and /flags cannot be set there. 0 means none (brpc's -1).
+	InternalPort int
+	// DisableBuiltinServices turns the builtin pages off (brpc's
+	// has_builtin_services=false).
+	DisableBuiltinServices bool
+	// Version is what /version shows.
+	Version string
+	// HealthReporter, when set, answers /health instead of "OK".
+	HealthReporter func() string
 }
 
 // Server states.
@@ -55,16 +68,24 @@ const (
 type Server struct {
 	opts Options
 
-	mu       sync.Mutex
-	services map[string]*service // by full name, e.g. "example.EchoService"
-	byShort  map[string]*service // by short name, e.g. "EchoService"
-	conns    map[*serverConn]struct{}
+	mu        sync.Mutex
+	services  map[string]*service // by full name, e.g. "example.EchoService"
+	byShort   map[string]*service // by short name, e.g. "EchoService"
+	conns     map[*serverConn]struct{}
+	httpConns map[net.Conn]time.Time
+	sniffing  map[*net.TCPConn]struct{} // new connections whose protocol is not known yet
 
-	state     atomic.Int32
-	listener  netpoll.Listener
-	loop      netpoll.EventLoop
-	serveDone chan struct{}
-	addr      net.Addr
+	state      atomic.Int32
+	mainLn     *listener
+	internalLn *listener
+	addr       net.Addr
+	startTime  time.Time
+	loops      sync.WaitGroup // accept loops and the HTTP server
+	handshakes sync.WaitGroup // connections being classified
+	http       *http.Server
+	httpLn     *chanListener
+	pages      *builtin.Pages
+	stats      *serverStats
 
 	inflight  atomic.Int64
 	drainMu   sync.Mutex
@@ -78,6 +99,8 @@ type service struct {
 
 type method struct {
 	fullName    string // "example.EchoService.Echo"
+	desc        protoreflect.MethodDescriptor
+	stats       *methodStats // set at Start, when the port is known
 	handler     Handler
 	requestType protoreflect.MessageType
 	respType    protoreflect.MessageType
@@ -87,8 +110,10 @@ type method struct {
 func New(opts *Options) *Server {
 	s := &Server{
 		services: map[string]*service{},
-		byShort:  map[string]*service{},
-		conns:    map[*serverConn]struct{}{},
+		byShort:   map[string]*service{},
+		conns:     map[*serverConn]struct{}{},
+		httpConns: map[net.Conn]time.Time{},
+		sniffing:  map[*net.TCPConn]struct{}{},
 	}
 	if opts != nil {
 		s.opts = *opts
@@ -134,7 +159,7 @@ func (s *Server) RegisterService(desc *ServiceDesc) error {
 			return fmt.Errorf("server: response type of %s: %w", md.FullName(), err)
 		}
 		svc.methods[string(md.Name())] = &method{
-			fullName: string(md.FullName()), handler: h,
+			fullName: string(md.FullName()), desc: md, handler: h,
 			requestType: reqType, respType: respType,
 		}
 		delete(handlers, string(md.Name()))
@@ -179,44 +204,65 @@ func (s *Server) start(addr string) error {
 	if s.opts.MaxBodySize <= 0 {
 		s.opts.MaxBodySize = int(flags.MaxBodySize.Get())
 	}
-	ln, err := netpoll.CreateListener("tcp", addr)
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("server: listen on %s: %w", addr, err)
 	}
-	opts := []netpoll.Option{
-		netpoll.WithOnPrepare(s.onPrepare),
+	s.mainLn = &listener{ln: ln}
+	if s.opts.InternalPort > 0 {
+		host, _, _ := net.SplitHostPort(ln.Addr().String())
+		iln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(s.opts.InternalPort)))
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("server: listen on internal port %d: %w", s.opts.InternalPort, err)
+		}
+		s.internalLn = &listener{ln: iln, internal: true}
 	}
-	if s.opts.IdleTimeoutSec > 0 {
-		opts = append(opts, netpoll.WithIdleTimeout(time.Duration(s.opts.IdleTimeoutSec)*time.Second))
-	}
-	loop, err := netpoll.NewEventLoop(s.onRequest, opts...)
-	if err != nil {
-		ln.Close()
-		return err
-	}
-	s.listener, s.loop, s.addr = ln, loop, ln.Addr()
+	s.addr = ln.Addr()
+	s.startTime = time.Now()
 	bvar.ExposeProcessVariables() // once per process, brpc's process_* family
-	s.serveDone = make(chan struct{})
-	go func() {
-		defer close(s.serveDone)
-		_ = loop.Serve(ln)
-	}()
+	s.exposeServerStats()
+	if !s.opts.DisableBuiltinServices {
+		// With an internal port the main port refuses builtin pages
+		// altogether (ServeHTTP), so the pages may always set flags.
+		s.pages = builtin.New(s, builtin.Options{AllowSetFlags: true})
+	}
+	s.newHTTPServer()
+	for _, l := range []*listener{s.mainLn, s.internalLn} {
+		if l != nil {
+			s.loops.Add(1)
+			go s.acceptLoop(l)
+		}
+	}
 	return nil
 }
 
 // ListenAddress is the address the server listens on.
 func (s *Server) ListenAddress() net.Addr { return s.addr }
 
+// InternalAddress is the internal port's address, nil without one.
+func (s *Server) InternalAddress() net.Addr {
+	if s.internalLn == nil {
+		return nil
+	}
+	return s.internalLn.ln.Addr()
+}
+
 // Stop stops accepting connections; requests that still arrive get
-// ELOGOFF, so clients retry elsewhere, while requests in flight finish.
-// Call Join to wait for them.
+// ELOGOFF (HTTP 503), so clients retry elsewhere, while requests in flight
+// finish. Call Join to wait for them.
 func (s *Server) Stop() error {
 	if !s.state.CompareAndSwap(stateRunning, stateStopping) {
 		return nil
 	}
-	// Close only the listener here: connections stay up until their
+	// Close only the listeners here: connections stay up until their
 	// requests are answered (Join closes them).
-	s.listener.Close()
+	for _, l := range []*listener{s.mainLn, s.internalLn} {
+		if l != nil {
+			l.ln.Close()
+		}
+	}
+	s.abortHandshakes()
 	s.signalIfDrained()
 	return nil
 }
@@ -235,7 +281,7 @@ func (s *Server) Join() {
 	if !s.state.CompareAndSwap(stateStopping, stateStopped) {
 		return // another Join did it
 	}
-
+	s.handshakes.Wait() // every new connection is handed over or closed
 	s.mu.Lock()
 	conns := make([]*serverConn, 0, len(s.conns))
 	for c := range s.conns {
@@ -245,10 +291,13 @@ func (s *Server) Join() {
 	for _, c := range conns {
 		c.conn.Close()
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_ = s.loop.Shutdown(ctx)
-	<-s.serveDone
+	s.httpLn.Close()
+	s.http.Close()
+	s.loops.Wait()
+	if s.pages != nil {
+		s.pages.Close()
+	}
+	s.hideServerStats()
 }
 
 // RunUntilAskedToQuit blocks until SIGINT or SIGTERM, then stops the

@@ -187,7 +187,7 @@ func TestBadInput(t *testing.T) {
 		input     []byte
 		wantReply controller.Errno // 0: the connection is closed
 	}{
-		{"wrong magic", []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"), 0},
+		{"wrong magic", []byte("HELLO WORLD\r\n\r\n"), 0},
 		{"short wrong magic", []byte("XY"), 0},
 		{"meta_size > body_size", append(header(4, 10), "abcd"...), 0},
 		{"oversize body", header(2<<20, 1), 0},

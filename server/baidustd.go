@@ -9,6 +9,8 @@ import (
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
+	"syscall"
+	"time"
 
 	"github.com/cloudwego/netpoll"
 	"google.golang.org/protobuf/proto"
@@ -19,14 +21,15 @@ import (
 	"github.com/gobrpc/gobrpc/protocol/baidustd"
 )
 
-// serverConn is one accepted connection.
+// serverConn is one accepted baidu_std connection.
 type serverConn struct {
-	conn   netpoll.Connection
-	remote net.Addr
-	local  net.Addr
-	ctx    context.Context // cancelled when the connection closes
-	cancel context.CancelFunc
-	wmu    sync.Mutex
+	conn    netpoll.Connection
+	remote  net.Addr
+	local   net.Addr
+	ctx     context.Context // cancelled when the connection closes
+	cancel  context.CancelFunc
+	wmu     sync.Mutex
+	created time.Time
 
 	// readMeta is reused for every frame read; only the connection's
 	// reader touches it. Reuse also keeps the decoder's cache of service
@@ -34,12 +37,48 @@ type serverConn struct {
 	readMeta baidustd.Meta
 }
 
-type connKey struct{}
-
-func (s *Server) onPrepare(conn netpoll.Connection) context.Context {
+// serveBaiduStd moves an accepted connection to netpoll: its socket is
+// duplicated into a netpoll connection (which then reads it from the first
+// byte, only peeked so far) and Go's copy is closed.
+func (s *Server) serveBaiduStd(c *net.TCPConn, l *listener) error {
+	remote, local := c.RemoteAddr(), c.LocalAddr()
+	raw, err := c.SyscallConn()
+	if err != nil {
+		c.Close()
+		return err
+	}
+	fd, dupErr := -1, error(nil)
+	err = raw.Control(func(f uintptr) {
+		syscall.ForkLock.RLock()
+		fd, dupErr = syscall.Dup(int(f))
+		if dupErr == nil {
+			syscall.CloseOnExec(fd)
+		}
+		syscall.ForkLock.RUnlock()
+	})
+	c.Close()
+	if err == nil {
+		err = dupErr
+	}
+	if err != nil {
+		return err
+	}
+	conn, err := netpoll.NewFDConnection(fd)
+	if err != nil {
+		syscall.Close(fd)
+		return err
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	sc := &serverConn{conn: conn, remote: conn.RemoteAddr(), local: conn.LocalAddr(), ctx: ctx, cancel: cancel}
+	sc := &serverConn{conn: conn, remote: remote, local: local, ctx: ctx, cancel: cancel, created: time.Now()}
+	if s.opts.IdleTimeoutSec > 0 {
+		conn.SetIdleTimeout(time.Duration(s.opts.IdleTimeoutSec) * time.Second)
+	}
 	s.mu.Lock()
+	if s.state.Load() == stateStopped {
+		s.mu.Unlock()
+		conn.Close()
+		return nil
+	}
 	s.conns[sc] = struct{}{}
 	s.mu.Unlock()
 	conn.AddCloseCallback(func(netpoll.Connection) error {
@@ -49,18 +88,14 @@ func (s *Server) onPrepare(conn netpoll.Connection) context.Context {
 		s.mu.Unlock()
 		return nil
 	})
-	return context.WithValue(ctx, connKey{}, sc)
+	return conn.SetOnRequest(func(context.Context, netpoll.Connection) error { return s.onRequest(sc) })
 }
 
 // onRequest runs on netpoll's handler goroutine whenever data arrives. It
 // consumes every complete frame; it blocks only while the rest of a frame
 // already started is on its way. Handlers run on their own goroutines.
-func (s *Server) onRequest(ctx context.Context, conn netpoll.Connection) error {
-	sc, _ := ctx.Value(connKey{}).(*serverConn)
-	if sc == nil {
-		return conn.Close()
-	}
-	r := conn.Reader()
+func (s *Server) onRequest(sc *serverConn) error {
+	r := sc.conn.Reader()
 	for r.Len() > 0 {
 		if r.Len() < 4 {
 			head, _ := r.Peek(r.Len())
@@ -110,6 +145,7 @@ type request struct {
 	resp     proto.Message
 	corrID   int64
 	checksum []byte
+	received time.Time
 	answered atomic.Bool
 }
 
@@ -151,12 +187,13 @@ func (s *Server) processFrame(sc *serverConn, frame []byte) error {
 	if err := proto.Unmarshal(msg, req); err != nil {
 		return s.reject(sc, meta, controller.EREQUEST, "Fail to parse request="+m.fullName+": "+err.Error())
 	}
-	if !s.beginRequest() {
+	received := time.Now()
+	if !s.beginCall(m) {
 		return s.reject(sc, meta, controller.ELOGOFF, "Server is stopping")
 	}
 
 	r := &request{
-		s: s, sc: sc, m: m, req: req, resp: newMessage(m.respType),
+		s: s, sc: sc, m: m, req: req, resp: newMessage(m.respType), received: received,
 		corrID: meta.CorrelationID, checksum: cloneBytes(meta.ChecksumValue),
 	}
 	st := ctrl.Of(&r.cntl)
@@ -230,8 +267,8 @@ func (r *request) done() {
 		slog.Warn("gobrpc: done called more than once", "method", r.m.fullName)
 		return
 	}
-	defer r.s.endRequest()
 	cntl := &r.cntl
+	defer r.recordStats()
 	m := baidustd.Meta{
 		HasResponse:   true,
 		CorrelationID: r.corrID,
@@ -269,6 +306,9 @@ func (r *request) done() {
 	}
 	r.s.write(r.sc, &m, payload, cntl.ResponseAttachment().Bytes())
 }
+
+// recordStats counts the finished request in the method's bvars.
+func (r *request) recordStats() { r.s.endCall(r.m, r.received, r.cntl.Failed()) }
 
 // writeError answers a request that never reached a handler.
 func (s *Server) writeError(sc *serverConn, req *baidustd.Meta, code controller.Errno, reason string) {

@@ -1,0 +1,237 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/gobrpc/gobrpc/controller"
+	"github.com/gobrpc/gobrpc/internal/ctrl"
+	"github.com/gobrpc/gobrpc/protocol/baidustd"
+	"github.com/gobrpc/gobrpc/server/builtin"
+)
+
+// HTTP on the same port: net/http parses HTTP/1.1 (a connection is handed
+// to it after its first bytes were peeked); this handler routes builtin
+// pages and calls protobuf services with JSON or protobuf bodies, as
+// brpc's HTTP protocol does.
+
+type connInfoKey struct{}
+
+// taggedConn remembers which port a connection came in on.
+type taggedConn struct {
+	net.Conn
+	internal bool
+}
+
+func (s *Server) newHTTPServer() {
+	s.httpLn = newChanListener(s.addr)
+	s.httpConns = map[net.Conn]time.Time{}
+	s.http = &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: sniffTimeout,
+		ErrorLog:          slog.NewLogLogger(slog.Default().Handler(), slog.LevelWarn),
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			tc, _ := c.(*taggedConn)
+			return context.WithValue(ctx, connInfoKey{}, tc)
+		},
+		ConnState: func(c net.Conn, state http.ConnState) {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			switch state {
+			case http.StateNew:
+				s.httpConns[c] = time.Now()
+			case http.StateClosed, http.StateHijacked:
+				delete(s.httpConns, c)
+			}
+		},
+	}
+	s.loops.Add(1)
+	go func() {
+		defer s.loops.Done()
+		_ = s.http.Serve(s.httpLn)
+	}()
+}
+
+func (s *Server) serveHTTPConn(c *net.TCPConn, l *listener) {
+	if !s.httpLn.offer(&taggedConn{Conn: c, internal: l.internal}) {
+		c.Close()
+	}
+}
+
+// ServeHTTP routes an HTTP request: a builtin page, or a call to
+// /pkg.Service/Method (or /Service/Method).
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	tc, _ := r.Context().Value(connInfoKey{}).(*taggedConn)
+	internal := tc != nil && tc.internal
+	if s.pages != nil && builtin.IsBuiltinPath(r.URL.Path) {
+		if s.internalLn != nil && !internal {
+			writeHTTPError(w, controller.EPERM, "[E1]Builtin services are only served on the internal port "+s.internalLn.ln.Addr().String())
+			return
+		}
+		s.pages.ServeHTTP(w, r)
+		return
+	}
+	if internal {
+		writeHTTPError(w, controller.ENOMETHOD, "[E1002]The internal port serves builtin services only")
+		return
+	}
+	s.servePB(w, r)
+}
+
+// httpStatus is brpc's mapping of error codes to HTTP statuses.
+func httpStatus(code controller.Errno) int {
+	switch code {
+	case 0:
+		return http.StatusOK
+	case controller.ENOSERVICE, controller.ENOMETHOD:
+		return http.StatusNotFound
+	case controller.ERPCAUTH:
+		return http.StatusUnauthorized
+	case controller.EREQUEST, controller.EINVAL:
+		return http.StatusBadRequest
+	case controller.ELIMIT, controller.ELOGOFF:
+		return http.StatusServiceUnavailable
+	case controller.EPERM:
+		return http.StatusForbidden
+	case controller.ERPCTIMEDOUT, controller.ETIMEDOUT:
+		return http.StatusGatewayTimeout
+	}
+	return http.StatusInternalServerError
+}
+
+func writeHTTPError(w http.ResponseWriter, code controller.Errno, text string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(httpStatus(code))
+	io.WriteString(w, text)
+}
+
+// isProtoContent tells protobuf bodies from JSON ones (the default).
+func isProtoContent(ct string) bool {
+	ct = strings.ToLower(ct)
+	return strings.Contains(ct, "proto")
+}
+
+func (s *Server) servePB(w http.ResponseWriter, r *http.Request) {
+	local := localAddr(r)
+	fail := func(code controller.Errno, reason string) {
+		writeHTTPError(w, code, baidustd.ServerErrorText(local, int32(code), reason))
+	}
+	path := strings.Trim(r.URL.Path, "/")
+	svcName, methodName, ok := strings.Cut(path, "/")
+	if !ok || svcName == "" || methodName == "" || strings.Contains(methodName, "/") {
+		fail(controller.ENOMETHOD, "Fail to find method="+path)
+		return
+	}
+	m, code, text := s.findMethod(svcName, methodName)
+	if code != 0 {
+		fail(code, text)
+		return
+	}
+	if s.state.Load() != stateRunning {
+		fail(controller.ELOGOFF, "Server is stopping")
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, int64(s.opts.MaxBodySize)))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			w.Header().Set("Connection", "close")
+			http.Error(w, "request body exceeds max_body_size", http.StatusRequestEntityTooLarge)
+			return
+		}
+		fail(controller.EREQUEST, "Fail to read request body: "+err.Error())
+		return
+	}
+	protoBody := isProtoContent(r.Header.Get("Content-Type"))
+	req := newMessage(m.requestType)
+	if protoBody {
+		err = proto.Unmarshal(body, req)
+	} else if len(body) > 0 {
+		err = protojson.UnmarshalOptions{DiscardUnknown: true}.Unmarshal(body, req)
+	}
+	if err == nil {
+		err = proto.CheckInitialized(req)
+	}
+	if err != nil {
+		fail(controller.EREQUEST, "Fail to parse request="+m.fullName+": "+err.Error())
+		return
+	}
+	received := time.Now()
+	if !s.beginCall(m) {
+		fail(controller.ELOGOFF, "Server is stopping")
+		return
+	}
+	resp := newMessage(m.respType)
+	var cntl controller.Controller
+	st := ctrl.Of(&cntl)
+	st.Server = true
+	st.ServiceName, st.MethodName = string(m.desc.Parent().FullName()), string(m.desc.Name())
+	st.RemoteSide = tcpAddr(r.RemoteAddr)
+	st.LocalSide = tcpAddr(local)
+	st.Ctx = r.Context()
+	runHandler(m, &cntl, req, resp)
+	s.endCall(m, received, cntl.Failed())
+
+	if cntl.Failed() {
+		writeHTTPError(w, cntl.ErrorCode(), cntl.ErrorText())
+		return
+	}
+	var out []byte
+	if protoBody {
+		out, err = proto.Marshal(resp)
+		w.Header().Set("Content-Type", "application/proto")
+	} else {
+		out, err = protojson.Marshal(resp)
+		w.Header().Set("Content-Type", "application/json")
+	}
+	if err != nil {
+		fail(controller.ERESPONSE, "Fail to serialize response="+m.fullName+": "+err.Error())
+		return
+	}
+	w.Write(out)
+}
+
+// runHandler calls the handler and waits for its done, which may come
+// later from another goroutine. A panic is answered with EINTERNAL.
+func runHandler(m *method, cntl *controller.Controller, req, resp proto.Message) {
+	done := make(chan struct{})
+	var once sync.Once
+	finish := func() { once.Do(func() { close(done) }) }
+	func() {
+		defer func() {
+			if p := recover(); p != nil {
+				slog.Error("gobrpc: handler panicked", "method", m.fullName, "panic", p, "stack", string(debug.Stack()))
+				cntl.SetFailed(controller.EINTERNAL, "handler of %s panicked: %v", m.fullName, p)
+				finish()
+			}
+		}()
+		m.handler(cntl, req, resp, finish)
+	}()
+	<-done
+}
+
+func localAddr(r *http.Request) string {
+	if a, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
+		return a.String()
+	}
+	return ""
+}
+
+func tcpAddr(s string) net.Addr {
+	a, err := net.ResolveTCPAddr("tcp", s)
+	if err != nil {
+		return nil
+	}
+	return a
+}

@@ -1,0 +1,176 @@
+package server
+
+import (
+	"net"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/gobrpc/gobrpc/bvar"
+	"github.com/gobrpc/gobrpc/server/builtin"
+)
+
+// Statistics brpc keeps for a server and its methods, exposed as bvars
+// named as brpc names them: rpc_server_<port>_... for the server and
+// rpc_server_<port>_<pkg_service_method>_... for each method.
+
+// methodStats are one method's counters.
+type methodStats struct {
+	latency     *bvar.LatencyRecorder // _latency, _qps, _count, _max_latency, percentiles
+	errors      *bvar.Adder[int64]    // _error
+	concurrency atomic.Int64          // _concurrency: requests in the handler
+	vars        []interface{ Hide() }
+	prefix      string
+}
+
+func newMethodStats(serverPrefix, fullName string) *methodStats {
+	prefix := serverPrefix + "_" + bvar.ToUnderscoredName(fullName)
+	m := &methodStats{prefix: prefix, latency: bvar.NewLatencyRecorder(""), errors: bvar.NewAdder[int64]("")}
+	if err := m.latency.Expose(prefix); err == nil {
+		m.vars = append(m.vars, m.latency)
+	}
+	if m.errors.ExposeAs(prefix, "error") == nil {
+		m.vars = append(m.vars, m.errors)
+	}
+	if v, err := bvar.NewPassiveStatus(prefix+"_concurrency", m.concurrency.Load); err == nil {
+		m.vars = append(m.vars, v)
+	}
+	return m
+}
+
+func (m *methodStats) close() {
+	for _, v := range m.vars {
+		v.Hide()
+	}
+	m.latency.Close()
+}
+
+// serverStats are the server-wide counters.
+type serverStats struct {
+	prefix string
+	errors *bvar.Adder[int64]
+	vars   []interface{ Hide() }
+}
+
+func (s *Server) exposeServerStats() {
+	port := 0
+	if a, ok := s.addr.(*net.TCPAddr); ok {
+		port = a.Port
+	}
+	prefix := "rpc_server_" + strconv.Itoa(port)
+	st := &serverStats{prefix: prefix, errors: bvar.NewAdder[int64]("")}
+	if st.errors.ExposeAs(prefix, "error") == nil {
+		st.vars = append(st.vars, st.errors)
+	}
+	passive := map[string]func() int64{
+		"concurrency":      s.inflight.Load,
+		"connection_count": func() int64 { return int64(len(s.Connections())) },
+		"service_count":    func() int64 { return int64(len(s.services)) },
+		"uptime":           func() int64 { return int64(time.Since(s.startTime).Seconds()) },
+		"start_time":       func() int64 { return s.startTime.Unix() },
+	}
+	for name, fn := range passive {
+		if v, err := bvar.NewPassiveStatus(prefix+"_"+name, fn); err == nil {
+			st.vars = append(st.vars, v)
+		}
+	}
+	for _, svc := range s.services {
+		for _, m := range svc.methods {
+			m.stats = newMethodStats(prefix, m.fullName)
+		}
+	}
+	s.stats = st
+}
+
+func (s *Server) hideServerStats() {
+	if s.stats == nil {
+		return
+	}
+	for _, v := range s.stats.vars {
+		v.Hide()
+	}
+	for _, svc := range s.services {
+		for _, m := range svc.methods {
+			if m.stats != nil {
+				m.stats.close()
+			}
+		}
+	}
+}
+
+// beginCall counts a request entering a method's handler; it fails once
+// the server stops.
+func (s *Server) beginCall(m *method) bool {
+	if !s.beginRequest() {
+		return false
+	}
+	m.stats.concurrency.Add(1)
+	return true
+}
+
+// endCall records a finished request.
+func (s *Server) endCall(m *method, received time.Time, failed bool) {
+	m.stats.concurrency.Add(-1)
+	if failed {
+		m.stats.errors.Add(1)
+		s.stats.errors.Add(1)
+	} else {
+		m.stats.latency.Record(time.Since(received))
+	}
+	s.endRequest()
+}
+
+// ---- builtin.Server ----
+
+// Version is what /version shows.
+func (s *Server) Version() string { return s.opts.Version }
+
+// StartTime is when Start was called.
+func (s *Server) StartTime() time.Time { return s.startTime }
+
+// Health is what /health shows ("" for "OK").
+func (s *Server) Health() string {
+	if s.opts.HealthReporter != nil {
+		return s.opts.HealthReporter()
+	}
+	return ""
+}
+
+// Services lists the services and their methods' statistics.
+func (s *Server) Services() []builtin.ServiceStatus {
+	var out []builtin.ServiceStatus
+	for _, svc := range s.services {
+		ss := builtin.ServiceStatus{Descriptor: svc.desc}
+		mds := svc.desc.Methods()
+		for i := 0; i < mds.Len(); i++ {
+			m := svc.methods[string(mds.Get(i).Name())]
+			ms := builtin.MethodStatus{FullName: m.fullName, MaxConcurrency: "unlimited"}
+			if st := m.stats; st != nil {
+				ms.Count = st.latency.Count()
+				ms.Errors = st.errors.Get()
+				ms.LatencyUs = st.latency.Latency()
+				ms.MaxLatencyUs = st.latency.MaxLatency()
+				ms.QPS = st.latency.QPS()
+				ms.Concurrency = st.concurrency.Load()
+				ms.VarPrefix = st.prefix
+			}
+			ss.Methods = append(ss.Methods, ms)
+		}
+		out = append(out, ss)
+	}
+	return out
+}
+
+// Connections lists the open connections.
+func (s *Server) Connections() []builtin.ConnectionStatus {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]builtin.ConnectionStatus, 0, len(s.conns)+len(s.httpConns))
+	for c := range s.conns {
+		out = append(out, builtin.ConnectionStatus{Remote: c.remote, Local: c.local, Protocol: "baidu_std", Created: c.created})
+	}
+	for c, created := range s.httpConns {
+		out = append(out, builtin.ConnectionStatus{Remote: c.RemoteAddr(), Local: c.LocalAddr(), Protocol: "http", Created: created})
+	}
+	return out
+}
