@@ -2,6 +2,7 @@ package channel_test
 
 import (
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"github.com/gobrpc/gobrpc/channel"
 	"github.com/gobrpc/gobrpc/controller"
 	"github.com/gobrpc/gobrpc/example/echo/echopb"
+	"github.com/gobrpc/gobrpc/rpcz"
 )
 
 // countingPolicy records what the channel asks of a backup policy.
@@ -266,4 +268,44 @@ func TestBackupMaxRatioOption(t *testing.T) {
 	defer fromFlag.Close()
 	_, ok = bvar.Describe(fromFlag.BackupVarPrefix() + "_backup_ratio")
 	assert.True(t, ok)
+}
+
+// With rpcz on, a backed-up call shows two attempts: the backup sent at
+// backup_request_ms to another server.
+func TestRpczShowsTheBackupAttempt(t *testing.T) {
+	require.NoError(t, rpcz.Enabled.SetValue(true))
+	defer rpcz.Enabled.SetValue(false)
+	rpcz.Reset()
+	c := startCluster(t, 2)
+	c.svcs[0].Delay.Store(int64(300 * time.Millisecond))
+	ch := clusterChannel(t, c.listURL(), "rr", func(o *channel.Options) { o.BackupRequestMs = 20; o.TimeoutMs = 1000 })
+	stub := echopb.NewEchoServiceStub(ch)
+	for range 4 {
+		cntl := controller.New()
+		echo(stub, cntl, "x")
+		require.NoError(t, cntl.Err())
+		if cntl.HasBackupRequest() {
+			break
+		}
+	}
+	var span *rpcz.Span
+	for _, s := range rpcz.Recent(100) {
+		if !s.Server && len(s.Attempts) == 2 {
+			span = &s
+			break
+		}
+	}
+	require.NotNil(t, span, "a client span with two attempts")
+	first, backup := span.Attempts[0], span.Attempts[1]
+	assert.Equal(t, c.addrs[0], first.Server)
+	assert.True(t, first.Abandoned)
+	assert.True(t, backup.Backup)
+	assert.True(t, backup.Won)
+	assert.Equal(t, c.addrs[1], backup.Server)
+	offset := backup.Start.Sub(span.Start)
+	assert.GreaterOrEqual(t, offset, 20*time.Millisecond)
+	assert.Less(t, offset, 200*time.Millisecond)
+	var b strings.Builder
+	rpcz.Write(&b, []rpcz.Span{*span})
+	assert.Contains(t, b.String(), "backup  1 -> "+c.addrs[1])
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/gobrpc/gobrpc/controller"
 	"github.com/gobrpc/gobrpc/internal/ctrl"
 	"github.com/gobrpc/gobrpc/loadbalancer"
+	"github.com/gobrpc/gobrpc/rpcz"
 )
 
 // sender is where a call's attempts go: a Channel sends them over
@@ -84,11 +85,15 @@ type call struct {
 	unfinished *attempt
 	backupAtt  *attempt // the backup attempt, nil until one is sent
 	first      attempt  // the first attempt, allocated with the call
-	tried      triedServers
-	timer      *time.Timer
-	errText    strings.Builder
-	remote     net.Addr // the last server talked to
-	local      net.Addr
+	winner     *attempt
+	// With rpcz on, every attempt is kept for the span.
+	trace    bool
+	attempts []*attempt
+	tried    triedServers
+	timer    *time.Timer
+	errText  strings.Builder
+	remote   net.Addr // the last server talked to
+	local    net.Addr
 }
 
 // attempt is one send of the request to one server (or sub-channel) with
@@ -98,6 +103,10 @@ type attempt struct {
 	id     int64
 	server *loadbalancer.Server // nil for a single-server Channel
 	begin  time.Time
+	// For rpcz: when it ended and how.
+	end       time.Time
+	code      int32
+	abandoned bool
 	// What the sender needs to finish or abandon it; guarded by call.mu
 	// and handed over exactly once (see takeLocked).
 	handle any
@@ -152,7 +161,7 @@ func (t *triedServers) Contains(s *loadbalancer.Server) bool {
 func startCall(s sender, md protoreflect.MethodDescriptor, cntl *controller.Controller,
 	req, resp proto.Message, done func()) {
 	st := ctrl.Of(cntl)
-	c := &call{s: s, cntl: cntl, st: st, md: md, req: req, resp: resp, done: done, start: time.Now()}
+	c := &call{s: s, cntl: cntl, st: st, md: md, req: req, resp: resp, done: done, start: time.Now(), trace: rpcz.On()}
 
 	st.Mu.Lock()
 	reused := st.InUse
@@ -305,6 +314,9 @@ func (c *call) newAttemptLocked() *attempt {
 	}
 	a.call, a.id = c, nextCorrelationID.Add(1)
 	c.current = a
+	if c.trace {
+		c.attempts = append(c.attempts, a)
+	}
 	return a
 }
 
@@ -406,6 +418,7 @@ func (c *call) claim(a *attempt, remote, local net.Addr) (handle any, won bool) 
 		return handle, false
 	}
 	c.ended = true
+	c.winner = a
 	c.noteSidesLocked(remote, local)
 	backupWon := a == c.backupAtt
 	c.mu.Unlock()
@@ -483,6 +496,9 @@ func (c *call) onFailure(a *attempt, code controller.Errno, text string, answere
 
 // feedback tells the load balancer how an attempt ended.
 func (c *call) feedback(a *attempt, code controller.Errno) {
+	if c.trace && a.end.IsZero() {
+		a.end, a.code = time.Now(), int32(code)
+	}
 	if code != 0 && a.server != nil {
 		if cs, ok := a.server.Value.(*clusterServer); ok {
 			cs.errors.Add(1)
@@ -554,6 +570,7 @@ func (c *call) finish(code controller.Errno) {
 	for i, a := range [2]*attempt{c.current, c.unfinished} {
 		if a != nil {
 			abandoned[i], handles[i] = a, c.takeLocked(a)
+			a.abandoned = handles[i] != nil
 		}
 	}
 	payloadBuf := c.takePayloadLocked()
@@ -589,6 +606,9 @@ func (c *call) finish(code controller.Errno) {
 	if c.policy != nil {
 		c.policy.OnRPCEnd(c.cntl)
 	}
+	if c.trace {
+		c.recordSpan(code)
+	}
 
 	if c.done != nil {
 		go func() {
@@ -598,6 +618,37 @@ func (c *call) finish(code controller.Errno) {
 		return
 	}
 	st.Done.Done()
+}
+
+// recordSpan keeps the call for /rpcz, with each attempt's server, start
+// and latency.
+func (c *call) recordSpan(code controller.Errno) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	span := rpcz.Span{
+		Method: string(c.md.FullName()), LogID: c.cntl.LogID(), Start: c.start,
+		Latency: time.Since(c.start), ErrorCode: int32(code), ErrorText: c.st.ErrorText,
+	}
+	if c.remote != nil {
+		span.Remote = c.remote.String()
+	}
+	for _, a := range c.attempts {
+		at := rpcz.Attempt{Start: a.begin, Backup: a == c.backupAtt, Won: a == c.winner,
+			ErrorCode: a.code, Abandoned: a.abandoned}
+		if a.server != nil {
+			at.Server = a.server.Addr
+		} else {
+			at.Server = c.s.describe()
+		}
+		if !a.end.IsZero() && !a.begin.IsZero() {
+			at.Latency = a.end.Sub(a.begin)
+		}
+		if a.begin.IsZero() {
+			at.Start = c.start
+		}
+		span.Attempts = append(span.Attempts, at)
+	}
+	rpcz.Record(span)
 }
 
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}

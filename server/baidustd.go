@@ -308,7 +308,7 @@ func (r *request) done() {
 }
 
 // recordStats counts the finished request in the method's bvars.
-func (r *request) recordStats() { r.s.endCall(r.m, r.received, r.cntl.Failed()) }
+func (r *request) recordStats() { r.s.endCall(r.m, r.received, &r.cntl) }
 
 // writeError answers a request that never reached a handler.
 func (s *Server) writeError(sc *serverConn, req *baidustd.Meta, code controller.Errno, reason string) {

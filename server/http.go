@@ -181,7 +181,7 @@ func (s *Server) servePB(w http.ResponseWriter, r *http.Request) {
 	st.LocalSide = tcpAddr(local)
 	st.Ctx = r.Context()
 	runHandler(m, &cntl, req, resp)
-	s.endCall(m, received, cntl.Failed())
+	s.endCall(m, received, &cntl)
 
 	if cntl.Failed() {
 		writeHTTPError(w, cntl.ErrorCode(), cntl.ErrorText())

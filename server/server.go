@@ -30,6 +30,7 @@ import (
 
 	"github.com/gobrpc/gobrpc/bvar"
 	"github.com/gobrpc/gobrpc/flags"
+	"github.com/gobrpc/gobrpc/rpcz"
 	"github.com/gobrpc/gobrpc/server/builtin"
 )
 
@@ -106,10 +107,14 @@ type method struct {
 	respType    protoreflect.MessageType
 }
 
+func init() {
+	builtin.RpczHandler = rpcz.Handler()
+}
+
 // New returns a server; opts may be nil.
 func New(opts *Options) *Server {
 	s := &Server{
-		services: map[string]*service{},
+		services:  map[string]*service{},
 		byShort:   map[string]*service{},
 		conns:     map[*serverConn]struct{}{},
 		httpConns: map[net.Conn]time.Time{},

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/gobrpc/gobrpc/bvar"
+	"github.com/gobrpc/gobrpc/controller"
+	"github.com/gobrpc/gobrpc/rpcz"
 	"github.com/gobrpc/gobrpc/server/builtin"
 )
 
@@ -108,9 +110,18 @@ func (s *Server) beginCall(m *method) bool {
 	return true
 }
 
-// endCall records a finished request.
-func (s *Server) endCall(m *method, received time.Time, failed bool) {
+// endCall records a finished request (and its rpcz span).
+func (s *Server) endCall(m *method, received time.Time, cntl *controller.Controller) {
 	m.stats.concurrency.Add(-1)
+	failed := cntl.Failed()
+	if rpcz.On() {
+		span := rpcz.Span{Server: true, Method: m.fullName, LogID: cntl.LogID(), Start: received,
+			Latency: time.Since(received), ErrorCode: int32(cntl.ErrorCode()), ErrorText: cntl.ErrorText()}
+		if r := cntl.RemoteSide(); r != nil {
+			span.Remote = r.String()
+		}
+		rpcz.Record(span)
+	}
 	if failed {
 		m.stats.errors.Add(1)
 		s.stats.errors.Add(1)
