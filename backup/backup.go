@@ -63,6 +63,6 @@ var (
 	// StrictFlag is -backup_request_ratio_strict, read when a channel
 	// builds its policy: see RateLimitedOptions.Strict.
 	StrictFlag = flags.DefineBool("backup_request_ratio_strict", false,
-		"Also cap backups in each second at max(1, max ratio x RPCs completed in the previous second)",
+		"Also cap backups in each second at max(1, max ratio x RPCs completed so far in that second)",
 		func(bool) error { return nil })
 )
