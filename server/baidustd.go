@@ -188,8 +188,12 @@ func (s *Server) processFrame(sc *serverConn, frame []byte) error {
 		return s.reject(sc, meta, controller.EREQUEST, "Fail to parse request="+m.fullName+": "+err.Error())
 	}
 	received := time.Now()
-	if !s.beginCall(m) {
-		return s.reject(sc, meta, controller.ELOGOFF, "Server is stopping")
+	timeoutMs := int64(-1)
+	if meta.TimeoutMs > 0 {
+		timeoutMs = int64(meta.TimeoutMs)
+	}
+	if code, text := s.admit(m, timeoutMs); code != 0 {
+		return s.reject(sc, meta, code, text)
 	}
 
 	r := &request{

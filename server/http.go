@@ -168,8 +168,8 @@ func (s *Server) servePB(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	received := time.Now()
-	if !s.beginCall(m) {
-		fail(controller.ELOGOFF, "Server is stopping")
+	if code, text := s.admit(m, -1); code != 0 {
+		fail(code, text)
 		return
 	}
 	resp := newMessage(m.respType)

@@ -32,6 +32,7 @@ import (
 	"github.com/gobrpc/gobrpc/flags"
 	"github.com/gobrpc/gobrpc/rpcz"
 	"github.com/gobrpc/gobrpc/server/builtin"
+	"github.com/gobrpc/gobrpc/server/limiter"
 )
 
 // Options configure a Server. The zero value (or nil) means brpc's
@@ -43,6 +44,10 @@ type Options struct {
 	// IdleTimeoutSec closes connections idle this long; <= 0 never does
 	// (brpc's idle_timeout_sec, default -1).
 	IdleTimeoutSec int
+	// MaxConcurrency bounds the requests in handlers at once, server-wide;
+	// more are rejected with ELIMIT (HTTP 503). Builtin pages are not
+	// counted. 0 means unlimited. Per method, see MaxConcurrencyOf.
+	MaxConcurrency int
 	// InternalPort, when > 0, serves the builtin pages only on this port
 	// (on the main port's host); the main port then answers 403 for them
 	// and /flags cannot be set there. 0 means none (brpc's -1).
@@ -101,7 +106,8 @@ type service struct {
 type method struct {
 	fullName    string // "example.EchoService.Echo"
 	desc        protoreflect.MethodDescriptor
-	stats       *methodStats // set at Start, when the port is known
+	stats       *methodStats    // set at Start, when the port is known
+	limiter     limiter.Limiter // nil: unlimited
 	handler     Handler
 	requestType protoreflect.MessageType
 	respType    protoreflect.MessageType
@@ -186,6 +192,61 @@ func (s *Server) RegisterService(desc *ServiceDesc) error {
 	} else {
 		s.byShort[short] = svc
 	}
+	return nil
+}
+
+// MaxConcurrency is a method's concurrency setting (brpc's
+// AdaptiveMaxConcurrency); see Server.MaxConcurrencyOf.
+type MaxConcurrency struct {
+	s      *Server
+	method string
+}
+
+// MaxConcurrencyOf returns the concurrency setting of a method, named
+// "pkg.Service.Method". Set it before Start.
+func (s *Server) MaxConcurrencyOf(fullMethodName string) *MaxConcurrency {
+	return &MaxConcurrency{s: s, method: fullMethodName}
+}
+
+// Set limits the method: an integer N (at most N requests in its handler;
+// 0 is unlimited), "unlimited", "auto", "bbr", "timeout", or the name of a
+// limiter registered with limiter.Register. It must be called before
+// Start.
+func (mc *MaxConcurrency) Set(v any) error {
+	var spec string
+	switch x := v.(type) {
+	case int:
+		spec = strconv.Itoa(x)
+	case int64:
+		spec = strconv.FormatInt(x, 10)
+	case string:
+		spec = x
+	default:
+		return fmt.Errorf("server: max concurrency of %s must be an integer or a name, got %T", mc.method, v)
+	}
+	s := mc.s
+	if s.state.Load() != stateNew {
+		return errors.New("server: max concurrency must be set before Start")
+	}
+	i := strings.LastIndexByte(mc.method, '.')
+	if i <= 0 {
+		return fmt.Errorf("server: %q is not a full method name (pkg.Service.Method)", mc.method)
+	}
+	s.mu.Lock()
+	svc := s.services[mc.method[:i]]
+	var m *method
+	if svc != nil {
+		m = svc.methods[mc.method[i+1:]]
+	}
+	s.mu.Unlock()
+	if m == nil {
+		return fmt.Errorf("server: no method %s (register its service first)", mc.method)
+	}
+	l, err := limiter.New(spec)
+	if err != nil {
+		return fmt.Errorf("server: max concurrency of %s: %w", mc.method, err)
+	}
+	m.limiter = l
 	return nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/gobrpc/gobrpc/controller"
 	"github.com/gobrpc/gobrpc/rpcz"
 	"github.com/gobrpc/gobrpc/server/builtin"
+	"github.com/gobrpc/gobrpc/server/limiter"
 )
 
 // Statistics brpc keeps for a server and its methods, exposed as bvars
@@ -38,6 +39,13 @@ func newMethodStats(serverPrefix, fullName string) *methodStats {
 		m.vars = append(m.vars, v)
 	}
 	return m
+}
+
+// exposeLimit shows the limiter's live limit as _max_concurrency.
+func (m *methodStats) exposeLimit(l limiter.Limiter) {
+	if v, err := bvar.NewPassiveStatus(m.prefix+"_max_concurrency", l.MaxConcurrency); err == nil {
+		m.vars = append(m.vars, v)
+	}
 }
 
 func (m *methodStats) close() {
@@ -79,6 +87,9 @@ func (s *Server) exposeServerStats() {
 	for _, svc := range s.services {
 		for _, m := range svc.methods {
 			m.stats = newMethodStats(prefix, m.fullName)
+			if m.limiter != nil {
+				m.stats.exposeLimit(m.limiter)
+			}
 		}
 	}
 	s.stats = st
@@ -100,20 +111,37 @@ func (s *Server) hideServerStats() {
 	}
 }
 
-// beginCall counts a request entering a method's handler; it fails once
-// the server stops.
-func (s *Server) beginCall(m *method) bool {
+// admit counts a request in and applies the server's and the method's
+// concurrency limits, in brpc's order. It returns 0 when the request may
+// run; otherwise the request is not counted and gets the error returned.
+// Builtin pages never come here, so they are never limited.
+func (s *Server) admit(m *method, timeoutMs int64) (controller.Errno, string) {
 	if !s.beginRequest() {
-		return false
+		return controller.ELOGOFF, "Server is stopping"
 	}
-	m.stats.concurrency.Add(1)
-	return true
+	if max := s.opts.MaxConcurrency; max > 0 && s.inflight.Load() > int64(max) {
+		s.endRequest()
+		s.stats.errors.Add(1)
+		return controller.ELIMIT, "Reached server's max_concurrency=" + strconv.Itoa(max)
+	}
+	c := m.stats.concurrency.Add(1)
+	if l := m.limiter; l != nil && !l.OnRequested(c, limiter.Request{TimeoutMs: timeoutMs}) {
+		m.stats.concurrency.Add(-1)
+		m.stats.errors.Add(1)
+		s.stats.errors.Add(1)
+		s.endRequest()
+		return controller.ELIMIT, "Rejected by " + m.fullName + "'s ConcurrencyLimiter, concurrency=" + strconv.FormatInt(c, 10)
+	}
+	return 0, ""
 }
 
 // endCall records a finished request (and its rpcz span).
 func (s *Server) endCall(m *method, received time.Time, cntl *controller.Controller) {
 	m.stats.concurrency.Add(-1)
 	failed := cntl.Failed()
+	if m.limiter != nil {
+		m.limiter.OnResponded(int32(cntl.ErrorCode()), time.Since(received))
+	}
 	if rpcz.On() {
 		span := rpcz.Span{Server: true, Method: m.fullName, LogID: cntl.LogID(), Start: received,
 			Latency: time.Since(received), ErrorCode: int32(cntl.ErrorCode()), ErrorText: cntl.ErrorText()}
@@ -156,6 +184,9 @@ func (s *Server) Services() []builtin.ServiceStatus {
 		for i := 0; i < mds.Len(); i++ {
 			m := svc.methods[string(mds.Get(i).Name())]
 			ms := builtin.MethodStatus{FullName: m.fullName, MaxConcurrency: "unlimited"}
+			if m.limiter != nil {
+				ms.MaxConcurrency = strconv.FormatInt(m.limiter.MaxConcurrency(), 10)
+			}
 			if st := m.stats; st != nil {
 				ms.Count = st.latency.Count()
 				ms.Errors = st.errors.Get()
