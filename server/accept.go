@@ -7,6 +7,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unsafe"
 )
 
 // One port serves every protocol, as brpc's does: the first bytes of a
@@ -79,10 +80,14 @@ func peek(c *net.TCPConn) (protocolKind, []byte, error) {
 			rerr = errors.New("closed before sending anything")
 			return true
 		case n == seen:
-			// Woken with no new byte: the peer closed (a FIN does not
-			// show in a peek while data is still buffered).
-			rerr = errors.New("closed before its protocol was known")
-			return true
+			// Woken with no new byte: either the readiness was left over
+			// from the bytes already seen, or the peer closed (a FIN does
+			// not show in a peek while data is still buffered).
+			if peerClosed(fd) {
+				rerr = errors.New("closed before its protocol was known")
+				return true
+			}
+			return false
 		}
 		seen = n
 		kind, decided = classify(buf[:n])
@@ -104,6 +109,21 @@ func (s *Server) abortHandshakes() {
 	for c := range s.sniffing {
 		c.SetReadDeadline(time.Now())
 	}
+}
+
+// peerClosed reports whether the peer has shut its side down, with a
+// zero-timeout poll for POLLRDHUP (Linux).
+func peerClosed(fd uintptr) bool {
+	const pollRDHUP = 0x2000
+	pfd := struct {
+		fd      int32
+		events  int16
+		revents int16
+	}{fd: int32(fd), events: pollRDHUP}
+	var ts syscall.Timespec // zero: do not wait
+	n, _, errno := syscall.Syscall6(syscall.SYS_PPOLL, uintptr(unsafe.Pointer(&pfd)), 1,
+		uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
+	return errno == 0 && n == 1 && pfd.revents&(pollRDHUP|0x10 /* POLLHUP */ |0x8 /* POLLERR */) != 0
 }
 
 // listener accepts connections for one port.
