@@ -76,10 +76,11 @@ const elimit = int32(controller.ELIMIT)
 // latency and the peak qps from sampled responses and admits
 // min_latency × max_qps × (1 + explore_ratio) requests at once.
 //
-// The hot path is an atomic load (OnRequested) and an atomic add plus,
-// for the sampled responses, one clock read and a compare-and-swap that
-// elects the sampler (OnResponded). Only the elected caller takes the
-// mutex, at most once per auto_cl_sampling_interval_ms.
+// The hot path is an atomic load (OnRequested) and an atomic add plus a
+// clock read (OnResponded); at high rates only every few responses read
+// the clock (see gateMask). A response at least
+// auto_cl_sampling_interval_ms after the last sample is sampled by
+// whoever wins a compare-and-swap; only that caller takes the mutex.
 type autoLimiter struct {
 	// Read on every request.
 	maxConcurrency atomic.Int64
@@ -100,8 +101,8 @@ type autoLimiter struct {
 	emaMaxQps        float64
 	exploreRatio     float64
 
-	floor int64              // the smallest limit (brpc: -bthread_concurrency)
-	now   func() int64       // nanoseconds, monotonic
+	floor int64             // the smallest limit (brpc: -bthread_concurrency)
+	now   func() int64      // nanoseconds, monotonic
 	randN func(int64) int64 // in [0, n)
 }
 
@@ -225,7 +226,7 @@ func (a *autoLimiter) updateMaxConcurrency(nowUs int64) {
 		}
 	}
 	avgLatency := int64(math.Ceil((failedPunish + float64(a.sw.succUs)) / float64(a.sw.succCount)))
-	qps := 1e6 * float64(totalSucc) / float64(nowUs-a.sw.startUs)
+	qps := 1e6 * float64(totalSucc) / float64(max(1, nowUs-a.sw.startUs))
 	a.updateMinLatency(avgLatency)
 	a.updateQps(qps)
 	// At high rates read the clock about 8 times per sampling interval.

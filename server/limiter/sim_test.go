@@ -76,7 +76,9 @@ func newSimServer(workers int, latency time.Duration, seed uint64) *simServer {
 func (s *simServer) clock() int64 { return s.now }
 
 // capacity is C, requests per second.
-func (s *simServer) capacity() float64 { return float64(s.workers) * float64(time.Second) / float64(s.latency) }
+func (s *simServer) capacity() float64 {
+	return float64(s.workers) * float64(time.Second) / float64(s.latency)
+}
 
 // cl is C×L, the concurrency that keeps every worker busy without a queue.
 func (s *simServer) cl() float64 { return float64(s.workers) }

@@ -61,6 +61,9 @@ type timeoutLimiter struct {
 	// Written on every response (only to amortize clock reads).
 	responses atomic.Int64
 	_         [56]byte
+	// Set when a request is rejected; cleared with each new window.
+	shedding atomic.Bool
+	_        [63]byte
 	// Written once per sampling interval.
 	lastSamplingUs atomic.Int64
 	_              [56]byte
@@ -99,8 +102,14 @@ func (l *timeoutLimiter) OnRequested(concurrency int64, req Request) bool {
 	}
 	// Admitting a lone request even when the average is over the timeout
 	// keeps the average measurable, so the limiter can reopen.
-	return concurrency == 1 ||
-		(concurrency <= l.maxConcurrency && l.avgLatencyUs.Load() < timeoutMs*1000)
+	if concurrency == 1 ||
+		(concurrency <= l.maxConcurrency && l.avgLatencyUs.Load() < timeoutMs*1000) {
+		return true
+	}
+	if !l.shedding.Load() {
+		l.shedding.Store(true)
+	}
+	return false
 }
 
 func (l *timeoutLimiter) OnResponded(errorCode int32, latency time.Duration) {
@@ -130,9 +139,16 @@ func (l *timeoutLimiter) addSample(code int32, latencyUs, nowUs int64) {
 	case windowOpen:
 		return
 	case windowDiscarded:
-		l.responses.Store(0)
-		l.sw.reset(nowUs)
-		return
+		// brpc discards a window that ends with too few samples. But while
+		// the limiter sheds, only lone requests run, and a method slower
+		// than 10 ms then never collects -timeout_cl_min_sample_count
+		// samples in a window: the average would never come down and the
+		// limiter would stay shut. So a starved window is submitted.
+		if !l.shedding.Load() {
+			l.responses.Store(0)
+			l.reset(nowUs)
+			return
+		}
 	}
 	if l.sw.succCount > 0 {
 		failedPunish := float64(l.sw.failUs) * timeoutFailPunishRatio.Get()
@@ -145,7 +161,12 @@ func (l *timeoutLimiter) addSample(code int32, latencyUs, nowUs int64) {
 		rate := 1e6 * float64(l.responses.Swap(0)) / float64(elapsed)
 		l.gate.Store(gateMask(rate*timeoutSamplingIntervalMs.Get()/1000, 8))
 	}
+	l.reset(nowUs)
+}
+
+func (l *timeoutLimiter) reset(nowUs int64) {
 	l.sw.reset(nowUs)
+	l.shedding.Store(false)
 }
 
 // parseTimeoutParam reads "300" (timeout_ms) or
