@@ -232,16 +232,17 @@ func (f *Filter) Match(name string) bool {
 		return true
 	}
 	for _, w := range f.wildcards {
-		if wildcardMatch(w, name) {
+		if WildcardMatch(w, name) {
 			return true
 		}
 	}
 	return false
 }
 
-// wildcardMatch matches '*' (any run) and '$' (one character) iteratively,
-// backtracking only to the last '*'.
-func wildcardMatch(pattern, s string) bool {
+// WildcardMatch matches s against a pattern of brpc's filters: '*' is
+// any run of characters, '$' exactly one (brpc's url_wildcmp). It
+// backtracks only to the last '*', so it runs in linear time.
+func WildcardMatch(pattern, s string) bool {
 	p, i := 0, 0
 	star, mark := -1, 0
 	for i < len(s) {

@@ -64,3 +64,15 @@ func TestSetFailedMapsUnknownToEINTERNAL(t *testing.T) {
 	c.SetFailed(controller.ELIMIT, "again")
 	assert.Equal(t, "[E2001]oops [E2004]again", c.ErrorText(), "texts accumulate as brpc's")
 }
+
+func TestHTTPStatusIsBrpcs(t *testing.T) {
+	cases := map[controller.Errno]int{
+		0: 200, controller.ENOSERVICE: 404, controller.ENOMETHOD: 404, controller.ERPCAUTH: 401,
+		controller.EREQUEST: 400, controller.EINVAL: 400, controller.ELIMIT: 503, controller.ELOGOFF: 503,
+		controller.EPERM: 403, controller.ERPCTIMEDOUT: 504, controller.ETIMEDOUT: 504, controller.EINTERNAL: 500,
+		controller.ERESPONSE: 500,
+	}
+	for code, want := range cases {
+		assert.Equal(t, want, code.HTTPStatus(), code.Name())
+	}
+}

@@ -107,3 +107,25 @@ func (e Errno) Error() string {
 	}
 	return "Unknown error " + strconv.Itoa(int(e))
 }
+
+// HTTPStatus is the HTTP status brpc answers a failed HTTP call with
+// (src/brpc/http_status_code.cpp): 0 is 200 OK.
+func (e Errno) HTTPStatus() int {
+	switch e {
+	case 0:
+		return 200 // OK
+	case ENOSERVICE, ENOMETHOD:
+		return 404 // Not Found
+	case ERPCAUTH:
+		return 401 // Unauthorized
+	case EREQUEST, EINVAL:
+		return 400 // Bad Request
+	case ELIMIT, ELOGOFF:
+		return 503 // Service Unavailable
+	case EPERM:
+		return 403 // Forbidden
+	case ERPCTIMEDOUT, ETIMEDOUT:
+		return 504 // Gateway Timeout
+	}
+	return 500 // Internal Server Error
+}

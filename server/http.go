@@ -89,30 +89,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.servePB(w, r)
 }
 
-// httpStatus is brpc's mapping of error codes to HTTP statuses.
-func httpStatus(code controller.Errno) int {
-	switch code {
-	case 0:
-		return http.StatusOK
-	case controller.ENOSERVICE, controller.ENOMETHOD:
-		return http.StatusNotFound
-	case controller.ERPCAUTH:
-		return http.StatusUnauthorized
-	case controller.EREQUEST, controller.EINVAL:
-		return http.StatusBadRequest
-	case controller.ELIMIT, controller.ELOGOFF:
-		return http.StatusServiceUnavailable
-	case controller.EPERM:
-		return http.StatusForbidden
-	case controller.ERPCTIMEDOUT, controller.ETIMEDOUT:
-		return http.StatusGatewayTimeout
-	}
-	return http.StatusInternalServerError
-}
-
 func writeHTTPError(w http.ResponseWriter, code controller.Errno, text string) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.WriteHeader(httpStatus(code))
+	w.WriteHeader(code.HTTPStatus())
 	io.WriteString(w, text)
 }
 

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/gobrpc/gobrpc/bvar"
 	"github.com/gobrpc/gobrpc/controller"
 	"github.com/gobrpc/gobrpc/flags"
 )
@@ -220,36 +221,9 @@ func (p *Pages) setFlag(w http.ResponseWriter, r *http.Request, name, value stri
 
 func matchAny(wildcards []string, name string) bool {
 	for _, w := range wildcards {
-		if wildcardMatch(w, name) {
+		if bvar.WildcardMatch(w, name) {
 			return true
 		}
 	}
 	return false
-}
-
-// wildcardMatch matches '*' (any run) and '$' (one character), as brpc's
-// url_wildcmp; it backtracks only to the last '*'.
-func wildcardMatch(pattern, s string) bool {
-	p, i := 0, 0
-	star, mark := -1, 0
-	for i < len(s) {
-		switch {
-		case p < len(pattern) && (pattern[p] == '$' || pattern[p] == s[i]):
-			p++
-			i++
-		case p < len(pattern) && pattern[p] == '*':
-			star, mark = p, i
-			p++
-		case star >= 0:
-			p = star + 1
-			mark++
-			i = mark
-		default:
-			return false
-		}
-	}
-	for p < len(pattern) && pattern[p] == '*' {
-		p++
-	}
-	return p == len(pattern)
 }

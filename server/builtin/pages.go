@@ -161,33 +161,11 @@ func hasQuery(r *http.Request, key string) bool {
 	return ok
 }
 
-// httpStatus maps an error code to brpc's HTTP status
-// (src/brpc/http_status_code.cpp ErrorCodeToStatusCode).
-func httpStatus(code controller.Errno) int {
-	switch code {
-	case 0:
-		return http.StatusOK
-	case controller.ENOSERVICE, controller.ENOMETHOD:
-		return http.StatusNotFound
-	case controller.ERPCAUTH:
-		return http.StatusUnauthorized
-	case controller.EREQUEST, controller.EINVAL:
-		return http.StatusBadRequest
-	case controller.ELIMIT, controller.ELOGOFF:
-		return http.StatusServiceUnavailable
-	case controller.EPERM:
-		return http.StatusForbidden
-	case controller.ERPCTIMEDOUT, controller.ETIMEDOUT:
-		return http.StatusGatewayTimeout
-	}
-	return http.StatusInternalServerError
-}
-
 // fail answers as brpc answers a failed HTTP call: the status from the
 // code, the code in the x-bd-error-code header, and the error text
 // "[E<code>]<text>" as a plain-text body.
 func fail(w http.ResponseWriter, code controller.Errno, format string, args ...any) {
-	failStatus(w, httpStatus(code), code, format, args...)
+	failStatus(w, code.HTTPStatus(), code, format, args...)
 }
 
 // failStatus is fail with an explicit HTTP status (brpc sets a few by hand).
