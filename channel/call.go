@@ -325,21 +325,23 @@ func (c *call) newAttemptLocked() *attempt {
 // goroutine for retries, never on a connection's reader.
 func (c *call) issue(a *attempt) {
 	defer c.issued()
+	// begin and server are read by other goroutines (feedback, rpcz)
+	// under mu, so they are written under it too.
+	c.mu.Lock()
 	a.begin = time.Now()
+	var err error
 	if lb := c.s.balancer(); lb != nil {
-		c.mu.Lock()
 		// la counts the attempt in flight from BeginTime until the
 		// Feedback carrying the same instant.
 		in := loadbalancer.SelectIn{Excluded: &c.tried, BeginTime: a.begin}
 		in.RequestCode, in.HasRequestCode = c.cntl.RequestCode()
-		server, err := lb.Select(in)
-		c.mu.Unlock()
-		if err != nil {
-			code := selectErrno(err)
-			c.onFailure(a, code, fmt.Sprintf("[E%d]Fail to select server from %s: %v", code, c.s.describe(), err), false)
-			return
-		}
-		a.server = server
+		a.server, err = lb.Select(in)
+	}
+	c.mu.Unlock()
+	if err != nil {
+		code := selectErrno(err)
+		c.onFailure(a, code, fmt.Sprintf("[E%d]Fail to select server from %s: %v", code, c.s.describe(), err), false)
+		return
 	}
 	c.s.send(c, a)
 }
