@@ -133,13 +133,13 @@ func (ch *Channel) initTarget(target, lbName string) error {
 		return fmt.Errorf("channel: %w", err)
 	}
 	ch.ns = ns
-	if r.FailWithoutServer {
+	if !r.SucceedWithoutServer {
 		ch.mu.Lock()
 		empty := len(ch.servers) == 0
 		ch.mu.Unlock()
 		if empty {
 			ch.closeCluster()
-			return fmt.Errorf("channel: %s has no server and FailWithoutServer is set", target)
+			return fmt.Errorf("channel: %s has no server and SucceedWithoutServer is false", target)
 		}
 	}
 	return nil

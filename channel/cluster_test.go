@@ -263,7 +263,7 @@ func TestClusterWithoutServers(t *testing.T) {
 
 	var strict channel.Channel
 	opts := channel.DefaultOptions()
-	opts.FailWithoutServer = true
+	opts.SucceedWithoutServer = false
 	assert.Error(t, strict.Init("file://"+path, "rr", &opts))
 
 	var bad channel.Channel

@@ -69,10 +69,11 @@ type Options struct {
 	// they reach the load balancer; nil keeps all.
 	NamingServiceFilter naming.Filter
 
-	// FailWithoutServer makes Init fail when the naming service has no
-	// server (brpc's succeed_without_server=false). By default Init
-	// succeeds and calls fail with ENODATA until servers appear.
-	FailWithoutServer bool
+	// SucceedWithoutServer lets Init succeed when the naming service has
+	// no server yet; calls then fail with ENODATA until servers appear.
+	// DefaultOptions sets it, as brpc's default; false (as in a literal
+	// that does not set it) makes Init fail without a server.
+	SucceedWithoutServer bool
 }
 
 // DefaultOptions returns brpc's ChannelOptions defaults.
@@ -83,6 +84,7 @@ func DefaultOptions() Options {
 		BackupRequestMs:       -1,
 		BackupRequestMaxRatio: -1,
 		MaxRetry:              3,
+		SucceedWithoutServer:  true,
 		Protocol:              "baidu_std",
 		ConnectionType:        "single",
 		MaxBodySize:           64 << 20,
