@@ -1,0 +1,175 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/rpc"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/gobrpc/gobrpc/channel"
+	"github.com/gobrpc/gobrpc/controller"
+	"github.com/gobrpc/gobrpc/tools/bench/echobenchpb"
+	"github.com/gobrpc/gobrpc/tools/bench/echobenchpb/grpcpb"
+)
+
+// client is one framework's client, shared by all callers of a run: one
+// gobrpc Channel, one grpc ClientConn, one net/rpc Client.
+type client interface {
+	// caller returns the call function of one caller: it sends payload
+	// and checks the echo. Its request and reusable state are its own.
+	caller(payload []byte) func() error
+	close()
+}
+
+// clientFramework is how the driver runs a framework: the server role's
+// -framework and the client.
+type clientFramework struct {
+	server string
+	dial   func(addr string, timeout time.Duration) (client, error)
+}
+
+var clientFrameworks = map[string]clientFramework{
+	"gobrpc-single": {server: "gobrpc", dial: func(a string, t time.Duration) (client, error) { return dialGobrpc(a, "single", t) }},
+	"gobrpc-pooled": {server: "gobrpc", dial: func(a string, t time.Duration) (client, error) { return dialGobrpc(a, "pooled", t) }},
+	"grpc":          {server: "grpc", dial: dialGRPC},
+	"netrpc":        {server: "netrpc", dial: dialNetRPC},
+}
+
+var errEcho = errors.New("the response is not the request's payload")
+
+// gobrpc: one Channel; each caller has its own Controller, request and
+// response, reused call after call (Reset), as brpc's benchmarks do.
+type gobrpcClient struct {
+	ch   channel.Channel
+	stub *echobenchpb.EchoServiceStub
+}
+
+func dialGobrpc(addr, connType string, timeout time.Duration) (client, error) {
+	opts := channel.DefaultOptions()
+	opts.ConnectionType = connType
+	opts.MaxRetry = 0 // one request per call, as the other frameworks
+	opts.TimeoutMs = -1
+	if timeout > 0 {
+		opts.TimeoutMs = int32(timeout.Milliseconds())
+	}
+	c := &gobrpcClient{}
+	if err := c.ch.Init(addr, "", &opts); err != nil {
+		return nil, err
+	}
+	c.stub = echobenchpb.NewEchoServiceStub(&c.ch)
+	return c, nil
+}
+
+func (c *gobrpcClient) caller(payload []byte) func() error {
+	cntl := controller.New()
+	req := &echobenchpb.EchoRequest{Message: payload}
+	resp := &echobenchpb.EchoResponse{}
+	return func() error {
+		cntl.Reset()
+		resp.Reset()
+		c.stub.Echo(cntl, req, resp, nil)
+		if cntl.Failed() {
+			return cntl.Err()
+		}
+		if len(resp.Message) != len(payload) {
+			return errEcho
+		}
+		return nil
+	}
+}
+
+func (c *gobrpcClient) close() { c.ch.Close() }
+
+// grpc-go: one ClientConn (one HTTP/2 connection, the grpc-go default);
+// the generated client allocates each response.
+type grpcClient struct {
+	conn *grpc.ClientConn
+	stub grpcpb.EchoServiceClient
+	wait time.Duration
+}
+
+func dialGRPC(addr string, timeout time.Duration) (client, error) {
+	conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, err
+	}
+	return &grpcClient{conn: conn, stub: grpcpb.NewEchoServiceClient(conn), wait: timeout}, nil
+}
+
+func (c *grpcClient) caller(payload []byte) func() error {
+	req := &echobenchpb.EchoRequest{Message: payload}
+	return func() error {
+		ctx := context.Background()
+		if c.wait > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, c.wait)
+			defer cancel()
+		}
+		resp, err := c.stub.Echo(ctx, req)
+		if err != nil {
+			return err
+		}
+		if len(resp.Message) != len(payload) {
+			return errEcho
+		}
+		return nil
+	}
+}
+
+func (c *grpcClient) close() { c.conn.Close() }
+
+// net/rpc: one Client (one TCP connection, gob), the usual way to use it.
+type netrpcClient struct {
+	c    *rpc.Client
+	wait time.Duration
+}
+
+func dialNetRPC(addr string, timeout time.Duration) (client, error) {
+	c, err := rpc.Dial("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	return &netrpcClient{c: c, wait: timeout}, nil
+}
+
+func (c *netrpcClient) caller(payload []byte) func() error {
+	req := &NetEchoMsg{Message: payload}
+	resp := &NetEchoMsg{}
+	return func() error {
+		resp.Message = nil
+		if c.wait <= 0 {
+			if err := c.c.Call(netrpcMethod, req, resp); err != nil {
+				return err
+			}
+		} else {
+			// A late response may still be decoded into this call's
+			// response after a timeout: give each call its own.
+			resp := &NetEchoMsg{}
+			call := c.c.Go(netrpcMethod, req, resp, make(chan *rpc.Call, 1))
+			t := time.NewTimer(c.wait)
+			select {
+			case <-call.Done:
+				t.Stop()
+				if call.Error != nil {
+					return call.Error
+				}
+			case <-t.C:
+				return fmt.Errorf("net/rpc: no response in %v", c.wait)
+			}
+			if len(resp.Message) != len(payload) {
+				return errEcho
+			}
+			return nil
+		}
+		if len(resp.Message) != len(payload) {
+			return errEcho
+		}
+		return nil
+	}
+}
+
+func (c *netrpcClient) close() { c.c.Close() }

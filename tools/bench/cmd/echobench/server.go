@@ -1,0 +1,190 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"net/rpc"
+	"os"
+	"os/signal"
+	"runtime"
+	"sync"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/gobrpc/gobrpc/controller"
+	"github.com/gobrpc/gobrpc/server"
+	"github.com/gobrpc/gobrpc/tools/bench/echobenchpb"
+	"github.com/gobrpc/gobrpc/tools/bench/echobenchpb/grpcpb"
+)
+
+// The server role talks to the driver over its stdin and stdout, one line
+// each way:
+//
+//	server: "listening ADDR"          once serving
+//	driver: "begin"   server: "ok"    start of the measured window
+//	driver: "end"     server: "stats CPU_NS MALLOCS"  since "begin"
+//	driver: EOF on stdin              stop and exit
+//
+// CPU is the process's user+system time (getrusage RUSAGE_SELF, all
+// threads), MALLOCS runtime.MemStats.Mallocs: the same as the driver
+// measures for the client side.
+
+// gobrpcEcho is the gobrpc echo service.
+type gobrpcEcho struct{}
+
+func (gobrpcEcho) Echo(_ *controller.Controller, req *echobenchpb.EchoRequest, resp *echobenchpb.EchoResponse, done func()) {
+	resp.Message = req.Message
+	done()
+}
+
+// grpcEcho is the grpc-go echo service.
+type grpcEcho struct {
+	grpcpb.UnimplementedEchoServiceServer
+}
+
+func (grpcEcho) Echo(_ context.Context, req *echobenchpb.EchoRequest) (*echobenchpb.EchoResponse, error) {
+	return &echobenchpb.EchoResponse{Message: req.Message}, nil
+}
+
+// NetEchoMsg is the request and the response of the net/rpc echo service:
+// the payload, as in echo.proto.
+type NetEchoMsg struct {
+	Message []byte
+}
+
+// NetEcho is the net/rpc echo service, registered as EchoService.
+type NetEcho struct{}
+
+// Echo answers the request's payload.
+func (NetEcho) Echo(req *NetEchoMsg, resp *NetEchoMsg) error {
+	resp.Message = req.Message
+	return nil
+}
+
+const netrpcMethod = "EchoService.Echo"
+
+// serve runs the server role until stdin ends or a signal arrives.
+func serve(fw, addr string) error {
+	var (
+		listen net.Addr
+		stop   func()
+	)
+	switch fw {
+	case "gobrpc":
+		srv := server.New(nil)
+		if err := echobenchpb.RegisterEchoServiceServer(srv, gobrpcEcho{}); err != nil {
+			return err
+		}
+		if err := srv.Start(addr); err != nil {
+			return err
+		}
+		listen = srv.ListenAddress()
+		stop = func() { srv.Stop(); srv.Join() }
+	case "grpc":
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return err
+		}
+		gs := grpc.NewServer()
+		grpcpb.RegisterEchoServiceServer(gs, grpcEcho{})
+		go gs.Serve(ln)
+		listen = ln.Addr()
+		stop = gs.Stop
+	case "netrpc":
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return err
+		}
+		rs := rpc.NewServer()
+		if err := rs.RegisterName("EchoService", NetEcho{}); err != nil {
+			return err
+		}
+		var (
+			mu    sync.Mutex
+			conns []net.Conn
+		)
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				mu.Lock()
+				conns = append(conns, c)
+				mu.Unlock()
+				go rs.ServeConn(c)
+			}
+		}()
+		listen = ln.Addr()
+		stop = func() {
+			ln.Close()
+			mu.Lock()
+			defer mu.Unlock()
+			for _, c := range conns {
+				c.Close()
+			}
+		}
+	default:
+		return fmt.Errorf("unknown -framework %q (gobrpc, grpc or netrpc)", fw)
+	}
+	fmt.Printf("listening %s\n", listen)
+
+	lines := make(chan string)
+	go func() {
+		sc := bufio.NewScanner(os.Stdin)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	var base usage
+	for done := false; !done; {
+		select {
+		case line, ok := <-lines:
+			switch {
+			case !ok:
+				done = true
+			case line == "begin":
+				base = readUsage()
+				fmt.Println("ok")
+			case line == "end":
+				u := readUsage().sub(base)
+				fmt.Printf("stats %d %d\n", u.cpu.Nanoseconds(), u.mallocs)
+			default:
+				fmt.Fprintf(os.Stderr, "echobench server: unknown command %q\n", line)
+			}
+		case <-sig:
+			done = true
+		}
+	}
+	stopped := make(chan struct{})
+	go func() { stop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(3 * time.Second):
+		fmt.Fprintln(os.Stderr, "echobench server: stop took over 3 s; exiting anyway")
+	}
+	return nil
+}
+
+// usage is what a process spent: CPU time and heap allocations.
+type usage struct {
+	cpu     time.Duration
+	mallocs uint64
+}
+
+func readUsage() usage {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return usage{cpu: processCPU(), mallocs: ms.Mallocs}
+}
+
+func (u usage) sub(o usage) usage {
+	return usage{cpu: u.cpu - o.cpu, mallocs: u.mallocs - o.mallocs}
+}
