@@ -23,10 +23,17 @@
 // served normal traffic before; 0 for one overloaded from its first
 // request), -warmup_s at k×C unmeasured, then -duration_s at k×C measured.
 //
-// Run from tools/bench (the default run takes about 4 minutes):
+// It prints, per cell: goodput (successful calls per second), goodput / C,
+// p50 and p99 of the successful calls, the share of calls rejected with
+// ELIMIT and their p99, the share that failed otherwise (timeouts), and
+// the range of the method's limit (_max_concurrency) during the measured
+// seconds; with -trace also the limit every 100 ms.
+//
+// Run from tools/bench (the default run takes about 3 minutes):
 //
 //	go run ./cmd/overloadbench
 //	go run ./cmd/overloadbench -duration_s 3 -warmup_s 2   # a quick check
+//	go run ./cmd/overloadbench -normal_s 0 -limiters auto,bbr -loads 1,2,4 -trace
 package main
 
 import (
@@ -58,11 +65,26 @@ var (
 	normalS   = flag.Float64("normal_s", 2, "seconds at 0.5×C before the overload; 0 for none")
 	peakS     = flag.Float64("peak_s", 3, "seconds measuring the capacity C")
 	timeoutMs = flag.Int("timeout_ms", 1000, "the calls' timeout, ms")
+	trace     = flag.Bool("trace", false, "after each row, print the limit / the requests in the service every 100 ms of the cell")
 )
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
-func ms(d time.Duration) string { return fmt.Sprintf("%.1f", float64(d)/float64(time.Millisecond)) }
+// ms formats a latency in milliseconds; 0 (no call) is "-".
+func ms(d time.Duration) string {
+	if d == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", float64(d)/float64(time.Millisecond))
+}
+
+// msFine is ms with two decimals, for sub-millisecond latencies.
+func msFine(d time.Duration) string {
+	if d == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", float64(d)/float64(time.Millisecond))
+}
 
 func main() {
 	flag.Parse()
@@ -107,9 +129,9 @@ func run(ctx context.Context, out io.Writer, loads []float64, limits []string) e
 	fmt.Fprintf(out, "open-loop load at k x C, client MaxRetry 0, timeout %d ms; per cell: fresh server, %gs at 0.5 x C, %gs warm-up, %gs measured\n\n",
 		*timeoutMs, *normalS, *warmupS, *durationS)
 
-	fmt.Fprintf(out, "%-9s %5s %8s %8s %9s %8s %8s %9s %9s %8s %9s\n",
+	fmt.Fprintf(out, "%-10s %5s %8s %8s %9s %8s %8s %9s %8s %8s %7s\n",
 		"limiter", "load", "offered", "goodput", "goodput/C", "ok p50", "ok p99", "rejected", "rej p99", "failed", "limit")
-	fmt.Fprintf(out, "%-9s %5s %8s %8s %9s %8s %8s %9s %9s %8s %9s\n",
+	fmt.Fprintf(out, "%-10s %5s %8s %8s %9s %8s %8s %9s %8s %8s %7s\n",
 		"", "", "/s", "/s", "", "ms", "ms", "", "ms", "", "")
 	for _, lim := range limits {
 		lim = strings.TrimSpace(lim)
@@ -119,10 +141,13 @@ func run(ctx context.Context, out io.Writer, loads []float64, limits []string) e
 				return fmt.Errorf("%s at %gx: %w", lim, k, err)
 			}
 			o := row.o
-			fmt.Fprintf(out, "%-9s %4gx %8.0f %8.0f %9.2f %8s %8s %8.1f%% %9s %7.1f%% %9s\n",
+			fmt.Fprintf(out, "%-10s %4gx %8.0f %8.0f %9.2f %8s %8s %8.1f%% %8s %7.1f%% %7s\n",
 				row.name, k, k*c, o.Goodput(), o.Goodput()/c, ms(o.OKLatency(0.5)), ms(o.OKLatency(0.99)),
-				100*o.RejectedShare(), ms(o.RejectedLatency(0.99)), 100*o.FailedShare(), row.limit)
-			if o.Failed > 0 && o.FirstError != "" && !strings.Contains(o.FirstError, "timed out") {
+				100*o.RejectedShare(), msFine(o.RejectedLatency(0.99)), 100*o.FailedShare(), row.limit)
+			if row.trace != "" {
+				fmt.Fprintf(out, "  limit/requests every 100 ms:%s\n", row.trace)
+			}
+			if o.Failed > 0 && !strings.Contains(o.FirstError, "timeout") {
 				fmt.Fprintf(os.Stderr, "%s at %gx: %d failed, first: %s\n", lim, k, o.Failed, o.FirstError)
 			}
 		}
@@ -137,6 +162,7 @@ type row struct {
 	name  string
 	o     loadtest.Outcome
 	limit string
+	trace string
 }
 
 // cell runs one limiter at k×c on a fresh server.
@@ -162,8 +188,9 @@ func cell(ctx context.Context, lim string, hold time.Duration, c, k float64) (ro
 	port := strconv.Itoa(srv.Server.ListenAddress().(*net.TCPAddr).Port)
 	limitVar := "rpc_server_" + port + "_example_echo_service_echo_max_concurrency"
 	type sample struct {
-		at    time.Duration
-		limit int64
+		at       time.Duration
+		limit    int64
+		inflight int64 // requests in the service (waiting or served)
 	}
 	var samples []sample
 	start := time.Now()
@@ -182,7 +209,7 @@ func cell(ctx context.Context, lim string, hold time.Duration, c, k float64) (ro
 				case <-tick.C:
 					v, _ := bvar.Describe(limitVar)
 					n, _ := strconv.ParseInt(v, 10, 64)
-					samples = append(samples, sample{time.Since(start), n})
+					samples = append(samples, sample{time.Since(start), n, srv.Service.Inflight()})
 				}
 			}
 		}()
@@ -204,6 +231,13 @@ func cell(ctx context.Context, lim string, hold time.Duration, c, k float64) (ro
 	}
 	o := res[len(res)-1]
 	r := row{name: name, o: o, limit: "-"}
+	if *trace {
+		var b strings.Builder
+		for _, s := range samples {
+			fmt.Fprintf(&b, " %d/%d", s.limit, s.inflight)
+		}
+		r.trace = b.String()
+	}
 	measuredFrom := time.Duration(0)
 	for _, p := range res[:len(res)-1] {
 		measuredFrom += p.Duration
