@@ -340,7 +340,22 @@ func (b *bbrLimiter) update(t int64) {
 		b.phase = (b.phase + 1) % len(bbrGains)
 		b.phaseLeft = b.group
 	}
-	b.limit.Store(max(1, int64(math.Round(float64(b.base)*bbrGains[b.phase]))))
+	b.limit.Store(probeLimit(b.base, bbrGains[b.phase]))
+}
+
+// probeLimit applies a probe gain to the rate-delay product. A probe
+// moves the limit by at least one request: with a small product (4 × 1.1
+// and 4 × 0.875 both round to 4) rounding alone would never probe, and a
+// product learned too low (from a drain) would never climb back.
+func probeLimit(base int64, gain float64) int64 {
+	l := int64(math.Round(float64(base) * gain))
+	switch {
+	case gain > 1 && l <= base:
+		l = base + 1
+	case gain < 1 && l >= base && base > 1:
+		l = base - 1
+	}
+	return max(1, l)
 }
 
 // rateDelayProduct is rate (per second) × latency (µs), rounded, at

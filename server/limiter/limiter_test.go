@@ -344,3 +344,18 @@ func TestConcurrentUse(t *testing.T) {
 		wg.Wait()
 	}
 }
+
+func TestProbeMovesAtLeastOne(t *testing.T) {
+	cases := []struct {
+		base int64
+		gain float64
+		want int64
+	}{
+		{4, 1.1, 5}, {4, 0.875, 3}, {4, 1, 4}, {1, 0.875, 1}, {100, 1.1, 110}, {100, 0.875, 88},
+	}
+	for _, c := range cases {
+		if got := probeLimit(c.base, c.gain); got != c.want {
+			t.Errorf("probeLimit(%d, %v) = %d, want %d", c.base, c.gain, got, c.want)
+		}
+	}
+}
