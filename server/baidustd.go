@@ -17,7 +17,7 @@ import (
 
 	"github.com/gobrpc/gobrpc/controller"
 	"github.com/gobrpc/gobrpc/internal/ctrl"
-	_ "github.com/gobrpc/gobrpc/internal/transport" // netpoll's handler runner, see runner.go
+	"github.com/gobrpc/gobrpc/internal/transport"
 	"github.com/gobrpc/gobrpc/protocol/baidustd"
 )
 
@@ -97,23 +97,7 @@ func (s *Server) serveBaiduStd(c *net.TCPConn, l *listener) error {
 func (s *Server) onRequest(sc *serverConn) error {
 	r := sc.conn.Reader()
 	for r.Len() > 0 {
-		if r.Len() < 4 {
-			head, _ := r.Peek(r.Len())
-			if _, err := baidustd.Cut(head, s.opts.MaxBodySize); !errors.Is(err, baidustd.ErrNotEnoughData) {
-				return s.closeConn(sc, err)
-			}
-		}
-		hdr, err := r.Peek(baidustd.HeaderSize)
-		if err != nil {
-			return s.closeConn(sc, err)
-		}
-		// With the header buffered, Cut knows the frame's length even
-		// while the body is still on its way.
-		frameLen, err := baidustd.Cut(hdr, s.opts.MaxBodySize)
-		if err != nil && !errors.Is(err, baidustd.ErrNotEnoughData) {
-			return s.closeConn(sc, err)
-		}
-		frame, err := r.Next(frameLen)
+		frame, err := transport.NextFrame(r, s.opts.MaxBodySize)
 		if err != nil {
 			return s.closeConn(sc, err)
 		}

@@ -184,31 +184,13 @@ func (c *ClientConn) failAll(code controller.Errno, text string) {
 	}
 }
 
-// onReadable runs on netpoll's handler goroutine whenever data arrives. It
-// consumes every complete frame; it blocks only while the rest of a frame
-// already started is on its way.
+// onReadable runs on netpoll's handler goroutine whenever data arrives and
+// consumes every complete frame (see NextFrame).
 func (c *ClientConn) onReadable(_ context.Context, nc netpoll.Connection) error {
 	r := nc.Reader()
 	m := &c.readMeta
 	for r.Len() > 0 {
-		if r.Len() < 4 {
-			// Too short to read a header, but wrong magic can be told already.
-			head, _ := r.Peek(r.Len())
-			if _, err := baidustd.Cut(head, c.maxBodySize); !errors.Is(err, baidustd.ErrNotEnoughData) {
-				return c.protocolError(err)
-			}
-		}
-		hdr, err := r.Peek(baidustd.HeaderSize)
-		if err != nil {
-			return c.protocolError(err)
-		}
-		// With the header buffered, Cut knows the frame's length even
-		// while the body is still on its way.
-		frameLen, err := baidustd.Cut(hdr, c.maxBodySize)
-		if err != nil && !errors.Is(err, baidustd.ErrNotEnoughData) {
-			return c.protocolError(err)
-		}
-		frame, err := r.Next(frameLen)
+		frame, err := NextFrame(r, c.maxBodySize)
 		if err != nil {
 			return c.protocolError(err)
 		}
