@@ -15,7 +15,6 @@ package channel
 import (
 	"errors"
 	"fmt"
-	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -187,31 +186,20 @@ func (ch *Channel) updateServers(nodes []naming.Node) {
 	ch.servers = next
 }
 
-// resolveAddr turns "host:port" into "ip:port".
+// resolveAddr turns "host:port" into "ip:port" with the naming
+// package's rules (IPv4 preferred, as brpc's hostname2endpoint).
 func resolveAddr(target string) (string, error) {
-	host, port, err := net.SplitHostPort(target)
+	if strings.HasPrefix(target, ":") {
+		target = "127.0.0.1" + target
+	}
+	n, err := naming.ParseNode(target)
 	if err != nil {
 		return "", fmt.Errorf("channel: invalid server address %q: %w", target, err)
 	}
-	if _, err := net.LookupPort("tcp", port); err != nil || port == "" || port == "0" {
-		return "", fmt.Errorf("channel: invalid port in server address %q", target)
+	if n.Tag != "" {
+		return "", fmt.Errorf("channel: invalid server address %q: a single server takes no tag", target)
 	}
-	if host == "" {
-		host = "127.0.0.1"
-	}
-	if ip := net.ParseIP(host); ip != nil {
-		return net.JoinHostPort(ip.String(), port), nil
-	}
-	ips, err := net.LookupIP(host)
-	if err != nil || len(ips) == 0 {
-		return "", fmt.Errorf("channel: cannot resolve %q: %v", host, err)
-	}
-	for _, ip := range ips { // prefer IPv4, as brpc's hostname2endpoint does
-		if ip.To4() != nil {
-			return net.JoinHostPort(ip.String(), port), nil
-		}
-	}
-	return net.JoinHostPort(ips[0].String(), port), nil
+	return n.Addr, nil
 }
 
 // BackupVarPrefix is the prefix of the channel's variables
