@@ -23,13 +23,16 @@ import (
 
 // serverConn is one accepted baidu_std connection.
 type serverConn struct {
-	conn    netpoll.Connection
-	remote  net.Addr
-	local   net.Addr
-	ctx     context.Context // cancelled when the connection closes
-	cancel  context.CancelFunc
-	wmu     sync.Mutex
-	created time.Time
+	conn   netpoll.Connection
+	remote net.Addr
+	local  net.Addr
+	ctx    context.Context // cancelled when the connection closes
+	cancel context.CancelFunc
+	writer *transport.FrameWriter
+	// inflight counts the requests read and not yet answered: with more
+	// than one, other answers are likely to be written soon (FrameWriter).
+	inflight atomic.Int32
+	created  time.Time
 
 	// readMeta is reused for every frame read; only the connection's
 	// reader touches it. Reuse also keeps the decoder's cache of service
@@ -70,6 +73,7 @@ func (s *Server) serveBaiduStd(c *net.TCPConn, l *listener) error {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	sc := &serverConn{conn: conn, remote: remote, local: local, ctx: ctx, cancel: cancel, created: time.Now()}
+	sc.writer = transport.NewFrameWriter(conn, func(err error) { s.writeFailed(sc, err) })
 	if s.opts.IdleTimeoutSec > 0 {
 		conn.SetIdleTimeout(time.Duration(s.opts.IdleTimeoutSec) * time.Second)
 	}
@@ -195,7 +199,8 @@ func (s *Server) processFrame(sc *serverConn, frame []byte) error {
 	if len(att) > 0 {
 		r.cntl.RequestAttachment().Write(att)
 	}
-	go r.run()
+	sc.inflight.Add(1)
+	s.workers.run(r)
 	return nil
 }
 
@@ -255,6 +260,7 @@ func (r *request) done() {
 		slog.Warn("gobrpc: done called more than once", "method", r.m.fullName)
 		return
 	}
+	defer r.sc.inflight.Add(-1)
 	cntl := &r.cntl
 	defer r.recordStats()
 	m := baidustd.Meta{
@@ -319,14 +325,18 @@ func (s *Server) write(sc *serverConn, m *baidustd.Meta, payload, att []byte) {
 		return
 	}
 	*bufp = frame
-	sc.wmu.Lock()
-	// See transport.ClientConn.Write: netpoll's Write is safe against a
-	// concurrent close, Malloc and Flush are not.
-	_, err = sc.conn.Write(frame)
-	sc.wmu.Unlock()
-	if err != nil && !errors.Is(err, netpoll.ErrConnClosed) && !errors.Is(err, netpoll.ErrConcurrentAccess) {
-		slog.Warn("gobrpc: cannot write response", "remote", sc.remote.String(), "err", err)
+	if err := sc.writer.Write(frame, sc.inflight.Load() > 1); err != nil {
+		s.writeFailed(sc, err)
 	}
+}
+
+// writeFailed closes a connection whose write failed: the responses queued
+// on it are lost, and its client sees the connection break.
+func (s *Server) writeFailed(sc *serverConn, err error) {
+	if sc.conn.IsActive() && !errors.Is(err, netpoll.ErrConnClosed) { // log the first failure only
+		slog.Warn("gobrpc: cannot write response; closing the connection", "remote", sc.remote.String(), "err", err)
+	}
+	sc.conn.Close()
 }
 
 func cloneBytes(b []byte) []byte {

@@ -94,6 +94,7 @@ type Server struct {
 	stats      *serverStats
 
 	inflight  atomic.Int64
+	workers   workerPool // runs the handlers of baidu_std requests
 	drainMu   sync.Mutex
 	drainCond *sync.Cond
 }
@@ -360,6 +361,7 @@ func (s *Server) Join() {
 	s.httpLn.Close()
 	s.http.Close()
 	s.loops.Wait()
+	s.workers.stop()
 	if s.pages != nil {
 		s.pages.Close()
 	}

@@ -35,13 +35,14 @@ type ClientConn struct {
 	local       net.Addr
 	maxBodySize int
 
-	wmu sync.Mutex // serialises writers; never held while waiting for a response
+	writer *FrameWriter
 
 	mu      sync.Mutex
 	pending map[int64]ResponseHandler
 	broken  bool
 
-	closed atomic.Bool
+	closed   atomic.Bool
+	inflight atomic.Int32 // len(pending)
 
 	readMeta baidustd.Meta // reused by the reader; only it touches this
 }
@@ -61,6 +62,10 @@ func dial(ep *Endpoint, timeout time.Duration) (*ClientConn, error) {
 		maxBodySize: ep.opts.MaxBodySize,
 		pending:     make(map[int64]ResponseHandler),
 	}
+	c.writer = NewFrameWriter(nc, func(err error) {
+		slog.Warn("gobrpc: closing client connection after a failed write", "remote", c.remote.String(), "err", err)
+		c.Close()
+	})
 	if err := nc.SetOnRequest(c.onReadable); err != nil {
 		nc.Close()
 		return nil, err
@@ -138,6 +143,7 @@ func (c *ClientConn) Register(id int64, h ResponseHandler) error {
 		return errConnBroken
 	}
 	c.pending[id] = h
+	c.inflight.Store(int32(len(c.pending)))
 	return nil
 }
 
@@ -146,18 +152,15 @@ func (c *ClientConn) Register(id int64, h ResponseHandler) error {
 func (c *ClientConn) Unregister(id int64) {
 	c.mu.Lock()
 	delete(c.pending, id)
+	c.inflight.Store(int32(len(c.pending)))
 	c.mu.Unlock()
 }
 
-// Write sends one complete frame.
+// Write sends one complete frame, batched with other writers' (see
+// FrameWriter). On an error the frame was not sent and the caller must
+// close the connection.
 func (c *ClientConn) Write(frame []byte) error {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	// netpoll's Write copies into its buffer under the connection's flush
-	// lock, which its close path also takes: writing through Malloc and
-	// Flush instead can touch buffers a concurrent close has released.
-	_, err := c.conn.Write(frame)
-	return err
+	return c.writer.Write(frame, c.inflight.Load() > 1)
 }
 
 // Close closes the connection; waiting attempts fail with EFAILEDSOCKET.
@@ -206,6 +209,7 @@ func (c *ClientConn) onReadable(_ context.Context, nc netpoll.Connection) error 
 		c.mu.Lock()
 		h := c.pending[m.CorrelationID]
 		delete(c.pending, m.CorrelationID)
+		c.inflight.Store(int32(len(c.pending)))
 		c.mu.Unlock()
 		switch {
 		case h == nil: // the call ended already: drop it, as brpc does

@@ -151,7 +151,12 @@ func runOnce(fw string, sc scenario, payload []byte) (runResult, error) {
 	var res runResult
 	cf := clientFrameworks[fw]
 	runtime.GC() // the previous run's garbage is not this run's
-	srv, err := startServer(cf.server)
+	var cliProfile, srvProfile string
+	if *cpuProfile != "" {
+		base := *cpuProfile + "." + strings.ReplaceAll(sc.name(), "/", "-") + "." + fw
+		cliProfile, srvProfile = base+".client.pprof", base+".server.pprof"
+	}
+	srv, err := startServer(cf.server, srvProfile)
 	if err != nil {
 		return res, err
 	}
@@ -221,6 +226,11 @@ func runOnce(fw string, sc scenario, payload []byte) (runResult, error) {
 		stopCallers()
 		return res, err
 	}
+	stopProfile, err := startCPUProfile(cliProfile)
+	if err != nil {
+		stopCallers()
+		return res, err
+	}
 	c0 := readUsage()
 	t0 := time.Now()
 	phase.Store(phaseMeasure)
@@ -228,6 +238,7 @@ func runOnce(fw string, sc scenario, payload []byte) (runResult, error) {
 	phase.Store(phaseCool)
 	res.elapsed = time.Since(t0)
 	res.cli = readUsage().sub(c0)
+	stopProfile()
 	line, err := srv.request("end", "stats ")
 	if err != nil {
 		stopCallers()
@@ -289,12 +300,12 @@ type serverProc struct {
 	done  chan struct{} // closed when the process has been waited for
 }
 
-func startServer(fw string) (*serverProc, error) {
+func startServer(fw, profile string) (*serverProc, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(exe, "-role=server", "-framework="+fw, "-addr=127.0.0.1:0")
+	cmd := exec.Command(exe, "-role=server", "-framework="+fw, "-addr=127.0.0.1:0", "-cpuprofile="+profile)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {

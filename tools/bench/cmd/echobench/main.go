@@ -47,6 +47,7 @@ var (
 	timeoutMs  = flag.Int("timeout_ms", 0, "per-call deadline of every framework; 0 means none (gobrpc TimeoutMs -1, grpc context.Background())")
 	chart      = flag.String("chart", "echobench.svg", "SVG chart to write (QPS and p99 against callers); empty writes none")
 	verbose    = flag.Bool("v", false, "print every run's numbers as it ends (always on stderr)")
+	cpuProfile = flag.String("cpuprofile", "", "write CPU profiles of the measured window: PREFIX.SCENARIO.FRAMEWORK.client.pprof and .server.pprof (of the last round); with -role=server the server's file")
 )
 
 func main() {

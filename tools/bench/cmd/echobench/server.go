@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/pprof"
 	"sync"
 	"syscall"
 	"time"
@@ -143,7 +144,10 @@ func serve(fw, addr string) error {
 	}()
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-	var base usage
+	var (
+		base        usage
+		stopProfile = func() {}
+	)
 	for done := false; !done; {
 		select {
 		case line, ok := <-lines:
@@ -151,10 +155,15 @@ func serve(fw, addr string) error {
 			case !ok:
 				done = true
 			case line == "begin":
+				var err error
+				if stopProfile, err = startCPUProfile(*cpuProfile); err != nil {
+					return err
+				}
 				base = readUsage()
 				fmt.Println("ok")
 			case line == "end":
 				u := readUsage().sub(base)
+				stopProfile()
 				fmt.Printf("stats %d %d\n", u.cpu.Nanoseconds(), u.mallocs)
 			default:
 				fmt.Fprintf(os.Stderr, "echobench server: unknown command %q\n", line)
@@ -187,4 +196,21 @@ func readUsage() usage {
 
 func (u usage) sub(o usage) usage {
 	return usage{cpu: u.cpu - o.cpu, mallocs: u.mallocs - o.mallocs}
+}
+
+// startCPUProfile starts a CPU profile into path (nothing when path is
+// empty); the function it returns stops it and closes the file.
+func startCPUProfile(path string) (func(), error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }

@@ -1,0 +1,145 @@
+package transport
+
+import (
+	"runtime"
+	"sync"
+
+	"github.com/cloudwego/netpoll"
+)
+
+// FrameWriter writes complete frames to one connection from many
+// goroutines, batching them under load. The first writer to find the
+// connection idle writes its frame itself; frames that arrive while a write
+// is in progress are appended to a pending buffer, and the writer in
+// progress (the flusher) writes all of them with its next syscall. Writers
+// never wait for each other's syscalls, and under load one syscall carries
+// many frames: brpc's Socket::Write works the same way (the first writer
+// writes, later ones only enqueue).
+//
+// With 2 cores, writers rarely overlap by chance: netpoll's write is a raw
+// syscall that keeps its P, so while one goroutine writes, at most one
+// other runs. Profiles of 64 callers on one connection showed 40-46% of
+// each side's CPU in one sendmsg per frame. So a writer that knows others
+// are about to write (othersLikely: more than one request in flight on the
+// connection) queues its frame and yields once before flushing: the
+// runnable goroutines, typically the callers or handlers woken by the same
+// read, add their frames, and one syscall carries them all. Measured with
+// tools/bench echobench (16 B, 64 callers): CPU per call -30%, p99 -30%;
+// 1 KB, 512 callers: CPU -20%, p99 -25%. A lone caller never yields.
+type FrameWriter struct {
+	conn    netpoll.Connection
+	onError func(error) // a batch failed: close the connection
+
+	mu       sync.Mutex
+	pending  []byte // frames queued for the flusher
+	spare    []byte // the flusher's last batch, kept to be reused
+	flushing bool
+	err      error // the first write error; every later Write fails with it
+}
+
+// maxFlushRounds bounds how many batches a writer flushes for others before
+// it hands the rest to a new goroutine, so a caller is not held up for long
+// by a stream of other writers' frames.
+const maxFlushRounds = 8
+
+// maxSpare is the largest batch buffer kept for reuse: 512 callers of 1 KB
+// make batches of about 0.5 MB, and re-growing them cost more than the
+// syscalls saved.
+const maxSpare = 1 << 20
+
+// NewFrameWriter writes to conn; onError is called once, from a writer's
+// goroutine, when a write of queued frames fails (the frames' owners have
+// already returned, so the connection must be failed as a whole).
+func NewFrameWriter(conn netpoll.Connection, onError func(error)) *FrameWriter {
+	return &FrameWriter{conn: conn, onError: onError}
+}
+
+// Write sends frame, or queues it for the write in progress; othersLikely
+// says other writers are likely to be runnable now (see above). It returns an
+// error when frame was not written: the connection failed earlier, or the
+// caller wrote frame alone and that failed. When frame went out in a batch
+// (queued behind a write in progress, or with othersLikely) a failure goes
+// to onError instead, which must fail the connection.
+// frame can be reused when Write returns.
+//
+// netpoll's Connection.Write copies into its buffer under the connection's
+// flush lock, which its close path also takes; writing through Malloc and
+// Flush instead can touch buffers a concurrent close has released.
+func (w *FrameWriter) Write(frame []byte, othersLikely bool) error {
+	w.mu.Lock()
+	if w.err != nil {
+		err := w.err
+		w.mu.Unlock()
+		return err
+	}
+	if w.flushing {
+		w.pending = append(w.pending, frame...)
+		w.mu.Unlock()
+		return nil
+	}
+	w.flushing = true
+	if othersLikely {
+		w.pending = append(w.pending, frame...)
+		w.mu.Unlock()
+		runtime.Gosched()
+		w.flush()
+		return nil
+	}
+	w.mu.Unlock()
+
+	_, err := w.conn.Write(frame)
+	if err != nil {
+		w.mu.Lock()
+		w.fail(err)
+		w.mu.Unlock()
+		return err
+	}
+	w.flush()
+	return nil
+}
+
+// flush writes the pending frames until there are none; the caller is the
+// flusher.
+func (w *FrameWriter) flush() {
+	for round := 0; ; round++ {
+		w.mu.Lock()
+		if w.err != nil || len(w.pending) == 0 {
+			w.flushing = false
+			w.mu.Unlock()
+			return
+		}
+		if round == maxFlushRounds {
+			w.mu.Unlock()
+			go w.flush() // still the flusher: flushing stays true
+			return
+		}
+		batch := w.pending
+		w.pending = w.spare[:0]
+		w.spare = nil
+		w.mu.Unlock()
+
+		_, err := w.conn.Write(batch)
+
+		w.mu.Lock()
+		if cap(batch) <= maxSpare {
+			w.spare = batch[:0]
+		}
+		if err != nil {
+			w.fail(err)
+			w.mu.Unlock()
+			w.onError(err)
+			return
+		}
+		w.mu.Unlock()
+	}
+}
+
+// fail records the first write error and drops what is queued; w.mu is
+// held.
+func (w *FrameWriter) fail(err error) {
+	if w.err == nil {
+		w.err = err
+	}
+	w.flushing = false
+	w.pending, w.spare = nil, nil
+}
