@@ -1,4 +1,4 @@
-package main
+package echobench
 
 import (
 	"fmt"
@@ -111,19 +111,19 @@ func loadAvg() string {
 
 func printScenario(w io.Writer, sc scenario, fws []string, res map[string][]runResult) {
 	fmt.Fprintf(w, "== %s payload, %d callers (median of %s)\n", sizeName(sc.payload), sc.callers, rounds(len(res[fws[0]])))
-	fmt.Fprintf(w, "%-14s %9s %9s %9s %9s  %-21s  %-21s %8s %8s %8s\n",
-		"framework", "QPS", "p50 µs", "p99 µs", "p999 µs", "CPU s/100k (cli+srv)", "allocs/call (cli+srv)", "QPS/grpc", "p99/grpc", "CPU/grpc")
+	fmt.Fprintf(w, "%-14s %9s %9s %9s %9s  %-21s  %-21s %8s %8s %8s %8s\n",
+		"framework", "QPS", "p50 µs", "p99 µs", "p999 µs", "CPU s/100k (cli+srv)", "allocs/call (cli+srv)", "QPS/grpc", "p50/grpc", "p99/grpc", "CPU/grpc")
 	var g summary
 	if rs, ok := res["grpc"]; ok {
 		g = summarize(rs)
 	}
 	for _, fw := range fws {
 		s := summarize(res[fw])
-		fmt.Fprintf(w, "%-14s %9.0f %9.1f %9.1f %9.1f  %-21s  %-21s %8s %8s %8s\n",
+		fmt.Fprintf(w, "%-14s %9.0f %9.1f %9.1f %9.1f  %-21s  %-21s %8s %8s %8s %8s\n",
 			fw, s.qps, s.p50, s.p99, s.p999,
 			fmt.Sprintf("%5.2f (%.2f+%.2f)", s.cpu, s.cpuCli, s.cpuSrv),
 			fmt.Sprintf("%5.1f (%.1f+%.1f)", s.al, s.alCli, s.alSrv),
-			ratio(s.qps, g.qps), ratio(s.p99, g.p99), ratio(s.cpu, g.cpu))
+			ratio(s.qps, g.qps), ratio(s.p50, g.p50), ratio(s.p99, g.p99), ratio(s.cpu, g.cpu))
 		if s.errors > 0 {
 			fmt.Fprintf(w, "%-14s   %d failed calls in the measured windows\n", "", s.errors)
 		}
@@ -139,6 +139,7 @@ func printSummary(w io.Writer, scs []scenario, fws []string, res map[scenario]ma
 		get   func(summary) float64
 	}{
 		{"QPS", func(s summary) float64 { return s.qps }},
+		{"p50 µs", func(s summary) float64 { return s.p50 }},
 		{"p99 µs", func(s summary) float64 { return s.p99 }},
 	} {
 		fmt.Fprintf(w, "== summary: %s (x grpc-go)\n%-9s", m.title, "scenario")

@@ -1,4 +1,4 @@
-package main
+package echobench
 
 import (
 	"bufio"
@@ -305,7 +305,8 @@ func startServer(fw, profile string) (*serverProc, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(exe, "-role=server", "-framework="+fw, "-addr=127.0.0.1:0", "-cpuprofile="+profile)
+	args := append(append([]string(nil), subcommand...), "-role=server", "-framework="+fw, "-addr=127.0.0.1:0", "-cpuprofile="+profile)
+	cmd := exec.Command(exe, args...)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
