@@ -85,14 +85,15 @@ func NonNegative[T Number](v T) error {
 }
 
 // Flag is a typed flag whose current value is read atomically.
-type Flag[T int32 | int64 | float64 | bool] struct {
+type Flag[T int32 | int64 | float64 | bool | string] struct {
 	name, usage string
 	def         T
 	validate    func(T) error
 	cur         atomic.Pointer[T]
+	secret      bool // String shows "<hidden>" instead of a set value
 }
 
-func define[T int32 | int64 | float64 | bool](name string, def T, usage string, validate func(T) error) *Flag[T] {
+func define[T int32 | int64 | float64 | bool | string](name string, def T, usage string, validate func(T) error) *Flag[T] {
 	f := &Flag[T]{name: name, usage: usage, def: def, validate: validate}
 	f.store(def)
 	register(f)
@@ -117,6 +118,21 @@ func DefineFloat64(name string, def float64, usage string, validate func(float64
 // DefineBool defines a bool flag; validate may be nil (not reloadable).
 func DefineBool(name string, def bool, usage string, validate func(bool) error) *Flag[bool] {
 	return define(name, def, usage, validate)
+}
+
+// DefineString defines a string flag; validate may be nil (not reloadable).
+func DefineString(name, def, usage string, validate func(string) error) *Flag[string] {
+	return define(name, def, usage, validate)
+}
+
+// DefineSecret defines a string flag whose value never shows: String (and
+// so /flags and -help) reads "<hidden>" once it is set. Get returns it.
+// Not reloadable: /flags must not take or echo a password.
+func DefineSecret(name, usage string) *Flag[string] {
+	f := &Flag[string]{name: name, usage: usage, secret: true}
+	f.store("")
+	register(f)
+	return f
 }
 
 // Get returns the current value: one atomic load.
@@ -149,6 +165,9 @@ func (f *Flag[T]) String() string {
 	if f == nil {
 		return ""
 	}
+	if f.secret && any(f.Get()) != any("") {
+		return "<hidden>"
+	}
 	return format(f.Get())
 }
 
@@ -173,7 +192,7 @@ func (f *Flag[T]) Reloadable() bool { return f.validate != nil }
 
 func (f *Flag[T]) store(v T) { f.cur.Store(&v) }
 
-func parse[T int32 | int64 | float64 | bool](s string) (T, error) {
+func parse[T int32 | int64 | float64 | bool | string](s string) (T, error) {
 	var zero T
 	var out any
 	var err error
@@ -188,6 +207,8 @@ func parse[T int32 | int64 | float64 | bool](s string) (T, error) {
 		out, err = strconv.ParseFloat(s, 64)
 	case bool:
 		out, err = strconv.ParseBool(s)
+	case string:
+		out = s
 	}
 	if err != nil {
 		return zero, err
@@ -195,7 +216,7 @@ func parse[T int32 | int64 | float64 | bool](s string) (T, error) {
 	return out.(T), nil
 }
 
-func format[T int32 | int64 | float64 | bool](v T) string {
+func format[T int32 | int64 | float64 | bool | string](v T) string {
 	switch x := any(v).(type) {
 	case int32:
 		return strconv.FormatInt(int64(x), 10)
@@ -205,6 +226,8 @@ func format[T int32 | int64 | float64 | bool](v T) string {
 		return strconv.FormatFloat(x, 'g', -1, 64)
 	case bool:
 		return strconv.FormatBool(x)
+	case string:
+		return x
 	}
 	return ""
 }

@@ -31,3 +31,21 @@ func TestFlagsOnCommandLine(t *testing.T) {
 	}
 	assert.IsIncreasing(t, names)
 }
+
+func TestStringAndSecretFlags(t *testing.T) {
+	s := flags.DefineString("test_string", "a", "a string flag", nil)
+	require.NoError(t, flag.CommandLine.Set("test_string", "b c"))
+	assert.Equal(t, "b c", s.Get())
+	assert.Equal(t, "b c", s.String())
+	assert.False(t, s.Reloadable())
+
+	p := flags.DefineSecret("test_secret", "a password")
+	assert.Equal(t, "", p.String(), "unset: nothing to hide")
+	require.NoError(t, flag.CommandLine.Set("test_secret", "hunter2"))
+	assert.Equal(t, "hunter2", p.Get())
+	assert.Equal(t, "<hidden>", p.String(), "/flags and -help must not show it")
+	v, ok := flags.Lookup("test_secret")
+	require.True(t, ok)
+	assert.Equal(t, "<hidden>", v.String())
+	assert.False(t, v.Reloadable(), "/flags cannot set it")
+}

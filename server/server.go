@@ -95,6 +95,8 @@ type Server struct {
 
 	inflight  atomic.Int64
 	workers   workerPool // runs the handlers of baidu_std requests
+	onStop    []func()   // run by Stop before it stops accepting
+	stopHooks sync.Once
 	drainMu   sync.Mutex
 	drainCond *sync.Cond
 }
@@ -315,10 +317,22 @@ func (s *Server) InternalAddress() net.Addr {
 	return s.internalLn.ln.Addr()
 }
 
-// Stop stops accepting connections; requests that still arrive get
-// ELOGOFF (HTTP 503), so clients retry elsewhere, while requests in flight
-// finish. Call Join to wait for them.
+// Stop runs the OnStop hooks, then stops accepting connections; requests
+// that still arrive get ELOGOFF (HTTP 503), so clients retry elsewhere,
+// while requests in flight finish. Call Join to wait for them.
 func (s *Server) Stop() error {
+	if s.state.Load() != stateRunning {
+		return nil
+	}
+	s.stopHooks.Do(func() { // a concurrent Stop waits for the hooks too
+		s.mu.Lock()
+		hooks := s.onStop
+		s.onStop = nil
+		s.mu.Unlock()
+		for _, f := range hooks {
+			f()
+		}
+	})
 	if !s.state.CompareAndSwap(stateRunning, stateStopping) {
 		return nil
 	}
@@ -332,6 +346,16 @@ func (s *Server) Stop() error {
 	s.abortHandshakes()
 	s.signalIfDrained()
 	return nil
+}
+
+// OnStop makes Stop call f first, while the server still answers as
+// usual: the place to take the server out of a naming service (for
+// example an etcd registration's Close), so clients stop sending before
+// requests get ELOGOFF. Hooks run once, in the order they were added.
+func (s *Server) OnStop(f func()) {
+	s.mu.Lock()
+	s.onStop = append(s.onStop, f)
+	s.mu.Unlock()
 }
 
 // Join waits until Stop was called and every request in flight has been

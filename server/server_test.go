@@ -286,6 +286,27 @@ func TestStopDrainsInFlightAndRefusesNew(t *testing.T) {
 	assert.Error(t, err, "a stopped server must not accept connections")
 }
 
+// OnStop hooks run once, first, while the server still answers normally:
+// a naming service deregisters there before requests get ELOGOFF.
+func TestOnStopRunsBeforeTheServerStopsAnswering(t *testing.T) {
+	srv := server.New(nil)
+	require.NoError(t, echopb.RegisterEchoServiceServer(srv, &echotest.Service{}))
+	require.NoError(t, srv.Start("127.0.0.1:0"))
+	c := dialRaw(t, srv)
+	var order []string
+	srv.OnStop(func() {
+		order = append(order, "first")
+		c.send(requestFrame(t, "example.EchoService", "Echo", 1, echoPayload(t, "during"), nil))
+		m, _, _ := decode(t, c.readFrame())
+		assert.Equal(t, int32(0), m.ErrorCode, "a request during an OnStop hook is served")
+	})
+	srv.OnStop(func() { order = append(order, "second") })
+	require.NoError(t, srv.Stop())
+	require.NoError(t, srv.Stop())
+	srv.Join()
+	assert.Equal(t, []string{"first", "second"}, order, "in order, once")
+}
+
 func TestRegisterServiceErrors(t *testing.T) {
 	srv := server.New(nil)
 	require.NoError(t, echopb.RegisterEchoServiceServer(srv, &echotest.Service{}))
