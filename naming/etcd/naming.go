@@ -129,6 +129,10 @@ func (s *service) run(rev int64) {
 func (s *service) watch(rev int64) int64 {
 	ctx, cancel := context.WithCancel(s.ctx)
 	defer cancel()
+	// WithRequireLeader: a member cut off from its cluster's leader ends
+	// the watch (and the list is read again, from a member that has one)
+	// instead of silently sending no more changes.
+	ctx = clientv3.WithRequireLeader(ctx)
 	for resp := range s.cli.Watch(ctx, s.dir, clientv3.WithPrefix(), clientv3.WithRev(rev+1)) {
 		if resp.CompactRevision != 0 {
 			slog.Warn("gobrpc: etcd naming: changes since the last one seen were compacted; listing again",
