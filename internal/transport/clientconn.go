@@ -42,7 +42,7 @@ type ClientConn struct {
 	broken  bool
 
 	closed   atomic.Bool
-	inflight atomic.Int32 // len(pending)
+	inflight atomic.Int32 // len(pending), read without mu as FrameWriter's batching hint
 
 	readMeta baidustd.Meta // reused by the reader; only it touches this
 }
