@@ -2,6 +2,7 @@ package etcdnaming
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"os"
@@ -28,6 +29,8 @@ type etcdServer struct {
 	cmd      *exec.Cmd
 	exited   chan struct{}
 	Endpoint string
+	tlsArgs  []string    // etcd's TLS flags, when it serves clients over TLS
+	tls      *tls.Config // what the test's own clients use then
 }
 
 // etcdBinary finds etcd: $ETCD_BIN, then PATH, then Debian's location. In
@@ -61,7 +64,15 @@ func freePort(t *testing.T) int {
 // startEtcd starts an etcd and waits until it answers.
 func startEtcd(t *testing.T) *etcdServer {
 	t.Helper()
-	e := &etcdServer{t: t, bin: etcdBinary(t), dataDir: t.TempDir(), client: freePort(t), peer: freePort(t)}
+	return startEtcdWith(t, nil, nil)
+}
+
+// startEtcdWith starts an etcd with extra flags (tlsArgs) that the test's
+// own clients reach with tlsCfg (nil: plain TCP).
+func startEtcdWith(t *testing.T, tlsArgs []string, tlsCfg *tls.Config) *etcdServer {
+	t.Helper()
+	e := &etcdServer{t: t, bin: etcdBinary(t), dataDir: t.TempDir(), client: freePort(t), peer: freePort(t),
+		tlsArgs: tlsArgs, tls: tlsCfg}
 	e.Endpoint = "127.0.0.1:" + strconv.Itoa(e.client)
 	e.start()
 	t.Cleanup(e.stop)
@@ -72,15 +83,18 @@ func (e *etcdServer) start() {
 	t := e.t
 	t.Helper()
 	clientURL := "http://" + e.Endpoint
+	if e.tls != nil {
+		clientURL = "https://" + e.Endpoint
+	}
 	peerURL := "http://127.0.0.1:" + strconv.Itoa(e.peer)
-	e.cmd = exec.Command(e.bin,
+	e.cmd = exec.Command(e.bin, append([]string{
 		"--name", "gobrpc-test",
 		"--data-dir", filepath.Join(e.dataDir, "data"),
 		"--listen-client-urls", clientURL, "--advertise-client-urls", clientURL,
 		"--listen-peer-urls", peerURL, "--initial-advertise-peer-urls", peerURL,
 		"--initial-cluster", "gobrpc-test="+peerURL,
 		"--log-level", "error",
-	)
+	}, e.tlsArgs...)...)
 	logf, err := os.OpenFile(filepath.Join(e.dataDir, "etcd.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	require.NoError(t, err)
 	e.cmd.Stdout, e.cmd.Stderr = logf, logf
@@ -92,7 +106,7 @@ func (e *etcdServer) start() {
 		logf.Close()
 		close(e.exited)
 	}()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{e.Endpoint}, DialTimeout: time.Second, Logger: zap.NewNop()})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{e.Endpoint}, DialTimeout: time.Second, Logger: zap.NewNop(), TLS: e.tls})
 	require.NoError(t, err)
 	defer cli.Close()
 	deadline := time.Now().Add(20 * time.Second)
@@ -135,7 +149,7 @@ func (e *etcdServer) stop() {
 // client is a plain etcd client for the test's own reads and writes.
 func (e *etcdServer) clientv3() *clientv3.Client {
 	e.t.Helper()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{e.Endpoint}, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{e.Endpoint}, DialTimeout: 2 * time.Second, Logger: zap.NewNop(), TLS: e.tls})
 	require.NoError(e.t, err)
 	e.t.Cleanup(func() { cli.Close() })
 	return cli
