@@ -33,6 +33,8 @@ type serverConn struct {
 	// than one, other answers are likely to be written soon (FrameWriter).
 	inflight atomic.Int32
 	created  time.Time
+	// overcrowdLogged: a dropped response was logged (once per connection).
+	overcrowdLogged atomic.Bool
 
 	// readMeta is reused for every frame read; only the connection's
 	// reader touches it. Reuse also keeps the decoder's cache of service
@@ -325,7 +327,16 @@ func (s *Server) write(sc *serverConn, m *baidustd.Meta, payload, att []byte) {
 		return
 	}
 	*bufp = frame
-	if err := sc.writer.Write(frame, sc.inflight.Load() > 1); err != nil {
+	err = sc.writer.Write(frame, sc.inflight.Load() > 1)
+	switch {
+	case errors.Is(err, transport.ErrOvercrowded):
+		// As brpc: the client reads too slowly; this answer is dropped (its
+		// call times out) and the connection keeps serving.
+		if !sc.overcrowdLogged.Swap(true) {
+			slog.Warn("gobrpc: dropped a response: the client does not read fast enough (socket_max_unwritten_bytes)",
+				"remote", sc.remote.String())
+		}
+	case err != nil:
 		s.writeFailed(sc, err)
 	}
 }

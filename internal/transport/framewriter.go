@@ -1,11 +1,27 @@
 package transport
 
 import (
+	"errors"
 	"runtime"
 	"sync"
 
 	"github.com/cloudwego/netpoll"
+
+	"github.com/gobrpc/gobrpc/flags"
 )
+
+// MaxUnwrittenBytes is brpc's -socket_max_unwritten_bytes: a connection
+// whose peer does not read stops taking frames (ErrOvercrowded, which a
+// call sees as EOVERCROWDED and retries elsewhere) instead of queueing
+// without bound.
+var MaxUnwrittenBytes = flags.DefineInt64("socket_max_unwritten_bytes", 64<<20,
+	"Max unwritten bytes in each socket, if the limit is reached, Socket.Write fails with EOVERCROWDED",
+	flags.Positive[int64])
+
+// ErrOvercrowded is returned by FrameWriter.Write when more than
+// MaxUnwrittenBytes wait to be written on the connection. The frame was not
+// taken; the connection is fine.
+var ErrOvercrowded = errors.New("too much unwritten data on the connection (socket_max_unwritten_bytes)")
 
 // FrameWriter writes complete frames to one connection from many
 // goroutines, batching them under load. The first writer to find the
@@ -33,6 +49,7 @@ type FrameWriter struct {
 	mu       sync.Mutex
 	pending  []byte // frames queued for the flusher
 	spare    []byte // the flusher's last batch, kept to be reused
+	writing  int    // bytes of the write in progress
 	flushing bool
 	err      error // the first write error; every later Write fails with it
 }
@@ -56,7 +73,9 @@ func NewFrameWriter(conn netpoll.Connection, onError func(error)) *FrameWriter {
 
 // Write sends frame, or queues it for the write in progress; othersLikely
 // says other writers are likely to be runnable now (see above). It returns an
-// error when frame was not written: the connection failed earlier, or the
+// error when frame was not written: ErrOvercrowded when it would take the
+// bytes waiting to be written past MaxUnwrittenBytes (nothing else is
+// wrong: later frames may go), or the connection failed earlier, or the
 // caller wrote frame alone and that failed. When frame went out in a batch
 // (queued behind a write in progress, or with othersLikely) a failure goes
 // to onError instead, which must fail the connection.
@@ -73,6 +92,10 @@ func (w *FrameWriter) Write(frame []byte, othersLikely bool) error {
 		return err
 	}
 	if w.flushing {
+		if int64(w.writing+len(w.pending)+len(frame)) > MaxUnwrittenBytes.Get() {
+			w.mu.Unlock()
+			return ErrOvercrowded
+		}
 		w.pending = append(w.pending, frame...)
 		w.mu.Unlock()
 		return nil
@@ -85,10 +108,10 @@ func (w *FrameWriter) Write(frame []byte, othersLikely bool) error {
 		w.flush()
 		return nil
 	}
+	w.writing = len(frame)
 	w.mu.Unlock()
 
-	_, err := w.conn.Write(frame)
-	if err != nil {
+	if _, err := w.conn.Write(frame); err != nil {
 		w.mu.Lock()
 		w.fail(err)
 		w.mu.Unlock()
@@ -101,8 +124,9 @@ func (w *FrameWriter) Write(frame []byte, othersLikely bool) error {
 // flush writes the pending frames until there are none; the caller is the
 // flusher.
 func (w *FrameWriter) flush() {
+	w.mu.Lock()
 	for round := 0; ; round++ {
-		w.mu.Lock()
+		w.writing = 0
 		if w.err != nil || len(w.pending) == 0 {
 			w.flushing = false
 			w.mu.Unlock()
@@ -116,6 +140,7 @@ func (w *FrameWriter) flush() {
 		batch := w.pending
 		w.pending = w.spare[:0]
 		w.spare = nil
+		w.writing = len(batch)
 		w.mu.Unlock()
 
 		_, err := w.conn.Write(batch)
@@ -130,7 +155,6 @@ func (w *FrameWriter) flush() {
 			w.onError(err)
 			return
 		}
-		w.mu.Unlock()
 	}
 }
 
@@ -141,5 +165,6 @@ func (w *FrameWriter) fail(err error) {
 		w.err = err
 	}
 	w.flushing = false
+	w.writing = 0
 	w.pending, w.spare = nil, nil
 }

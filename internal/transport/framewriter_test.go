@@ -3,6 +3,7 @@ package transport
 import (
 	"bufio"
 	"encoding/binary"
+	"errors"
 	"io"
 	"net"
 	"sync"
@@ -95,4 +96,68 @@ func TestFrameWriterFailsAfterClose(t *testing.T) {
 	nc.Close()
 	assert.Error(t, w.Write([]byte("lost"), false))
 	assert.Error(t, w.Write([]byte("lost"), true), "an error sticks")
+}
+
+// A peer that stops reading fills the socket; once more than
+// socket_max_unwritten_bytes wait, Write refuses frames with
+// ErrOvercrowded instead of queueing them, and takes them again once the
+// peer has read.
+func TestFrameWriterOvercrowded(t *testing.T) {
+	old := MaxUnwrittenBytes.Get()
+	require.NoError(t, MaxUnwrittenBytes.SetValue(256<<10))
+	defer MaxUnwrittenBytes.SetValue(old)
+	nc, peer := netpollPair(t)
+	defer peer.Close()
+	defer nc.Close()
+	w := NewFrameWriter(nc, func(err error) { t.Errorf("write failed: %v", err) })
+
+	frame := make([]byte, 64<<10)
+	blocked := make(chan struct{})
+	go func() { // the flusher: blocks once the socket buffers are full
+		defer close(blocked)
+		for range 1024 { // 64 MB, far beyond loopback's buffers
+			if err := w.Write(frame, false); err != nil {
+				return
+			}
+		}
+	}()
+	// Wait until the flusher is stuck in a write (the socket is full), so
+	// that the frames below queue behind it.
+	stuckSince := time.Time{}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		require.True(t, time.Now().Before(deadline), "the writer never blocked")
+		w.mu.Lock()
+		stuck := w.flushing && w.writing > 0
+		w.mu.Unlock()
+		if !stuck {
+			stuckSince = time.Time{}
+			continue
+		}
+		if stuckSince.IsZero() {
+			stuckSince = time.Now()
+		}
+		if time.Since(stuckSince) > 200*time.Millisecond {
+			break
+		}
+	}
+	var overcrowded bool
+	for range 16 { // 1 MB: past the 256 KB limit
+		err := w.Write(frame, false)
+		if errors.Is(err, ErrOvercrowded) {
+			overcrowded = true
+			break
+		}
+		require.NoError(t, err)
+	}
+	require.True(t, overcrowded, "a peer that does not read must make Write refuse frames")
+
+	drained := make(chan int64)
+	go func() {
+		n, _ := io.Copy(io.Discard, peer)
+		drained <- n
+	}()
+	<-blocked
+	require.NoError(t, w.Write(frame, false), "the connection works again once the peer reads")
+	nc.Close()
+	<-drained
 }
