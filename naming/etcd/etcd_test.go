@@ -92,7 +92,7 @@ func (e *etcdServer) start() {
 		"--data-dir", filepath.Join(e.dataDir, "data"),
 		"--listen-client-urls", clientURL, "--advertise-client-urls", clientURL,
 		"--listen-peer-urls", peerURL, "--initial-advertise-peer-urls", peerURL,
-		"--initial-cluster", "gobrpc-test="+peerURL,
+		"--initial-cluster", "gobrpc-test=" + peerURL,
 		"--log-level", "error",
 	}, e.tlsArgs...)...)
 	logf, err := os.OpenFile(filepath.Join(e.dataDir, "etcd.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
