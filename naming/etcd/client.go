@@ -45,6 +45,9 @@ var (
 	retryIntervalMs = flags.DefineInt32("etcd_retry_interval_ms", 500,
 		"Wait so many milliseconds before listing the servers or registering again after etcd failed",
 		flags.Positive[int32])
+	checkIntervalMs = flags.DefineInt32("etcd_check_interval_ms", 1000,
+		"While watching, ask etcd for its revision so often: a revision below the last one seen, or another cluster id (etcd lost its data or was replaced), lists the servers again",
+		flags.Positive[int32])
 	username = flags.DefineString("etcd_username", "", "User name for etcd authentication (empty: none)", nil)
 	password = flags.DefineSecret("etcd_password", "Password for etcd authentication")
 	certFile = flags.DefineString("etcd_tls_cert_file", "", "Client certificate for TLS to etcd (PEM); with etcd_tls_key_file", nil)
@@ -55,6 +58,8 @@ var (
 func dialTimeout() time.Duration { return time.Duration(dialTimeoutMs.Get()) * time.Millisecond }
 
 func retryInterval() time.Duration { return time.Duration(retryIntervalMs.Get()) * time.Millisecond }
+
+func checkInterval() time.Duration { return time.Duration(checkIntervalMs.Get()) * time.Millisecond }
 
 // parseEndpoints checks "host:port[,host:port...]".
 func parseEndpoints(s string) ([]string, error) {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -71,6 +72,14 @@ type service struct {
 	nodes map[string]naming.Node // by key; only run (and Build before it) touch it
 	bad   map[string]bool        // keys already logged as not an address
 
+	// The etcd the list came from: its cluster id, the last revision
+	// applied and the raft term then. etcd that comes back with another
+	// id, a lower revision or a lower term has lost the history a watch
+	// would resume from (see checkHistory).
+	clusterID uint64
+	lastRev   atomic.Int64
+	lastTerm  atomic.Uint64
+
 	ctx    context.Context
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -100,6 +109,9 @@ func (s *service) load() (int64, error) {
 		s.put(kv)
 	}
 	s.deliver()
+	s.clusterID = resp.Header.ClusterId
+	s.lastRev.Store(resp.Header.Revision)
+	s.lastTerm.Store(resp.Header.RaftTerm)
 	return resp.Header.Revision, nil
 }
 
@@ -128,12 +140,24 @@ func (s *service) run(rev int64) {
 // last revision applied, or 0 when the list must be read again.
 func (s *service) watch(rev int64) int64 {
 	ctx, cancel := context.WithCancel(s.ctx)
-	defer cancel()
+	var lost atomic.Bool
+	checked := make(chan struct{})
+	go func() {
+		defer close(checked)
+		if s.checkHistory(ctx) {
+			lost.Store(true)
+			cancel()
+		}
+	}()
+	defer func() {
+		cancel()
+		<-checked
+	}()
 	// WithRequireLeader: a member cut off from its cluster's leader ends
 	// the watch (and the list is read again, from a member that has one)
 	// instead of silently sending no more changes.
-	ctx = clientv3.WithRequireLeader(ctx)
-	for resp := range s.cli.Watch(ctx, s.dir, clientv3.WithPrefix(), clientv3.WithRev(rev+1)) {
+	wctx := clientv3.WithRequireLeader(ctx)
+	for resp := range s.cli.Watch(wctx, s.dir, clientv3.WithPrefix(), clientv3.WithRev(rev+1)) {
 		if resp.CompactRevision != 0 {
 			slog.Warn("gobrpc: etcd naming: changes since the last one seen were compacted; listing again",
 				"url", s.url, "revision", rev, "compacted", resp.CompactRevision)
@@ -158,9 +182,47 @@ func (s *service) watch(rev int64) int64 {
 			}
 		}
 		rev = resp.Header.Revision
+		s.lastRev.Store(rev)
+		s.lastTerm.Store(max(s.lastTerm.Load(), resp.Header.RaftTerm))
 		s.deliver()
 	}
+	if lost.Load() {
+		return 0
+	}
 	return rev // the watch channel closed: Close, or the client gave up
+}
+
+// checkHistory asks etcd for its revision every etcd_check_interval_ms
+// until ctx ends. It returns true when etcd has lost the history the watch
+// follows: a revision below the last one applied, another cluster id, or a
+// raft term below the last one seen (a wiped member starts again from term
+// 1). A watch from a revision in etcd's future would wait silently for
+// revisions that may never come (etcd restarted without its data, or a new
+// cluster at the same address), so the list must be read again.
+func (s *service) checkHistory(ctx context.Context) bool {
+	t := time.NewTicker(checkInterval())
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		}
+		rctx, cancel := context.WithTimeout(ctx, dialTimeout())
+		resp, err := s.cli.Get(rctx, s.dir, clientv3.WithPrefix(), clientv3.WithCountOnly())
+		cancel()
+		if err != nil {
+			continue // etcd unreachable: the watch resumes by itself
+		}
+		h := resp.Header
+		if h.ClusterId != s.clusterID || h.Revision < s.lastRev.Load() || h.RaftTerm < s.lastTerm.Load() {
+			slog.Warn("gobrpc: etcd naming: etcd lost the history being watched; listing again", "url", s.url,
+				"revision", h.Revision, "last_seen", s.lastRev.Load(), "raft_term", h.RaftTerm, "term_seen", s.lastTerm.Load(),
+				"cluster_id", h.ClusterId, "was", s.clusterID)
+			return true
+		}
+		t.Reset(checkInterval())
+	}
 }
 
 // put records one key; a key that is not an address is skipped with one
