@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -167,7 +168,9 @@ func (r *Registration) Close() error {
 		r.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), dialTimeout())
 		defer cancel()
-		if _, e := r.cli.Revoke(ctx, lease); e != nil {
+		// A lease etcd no longer has (it expired, or etcd lost its data)
+		// took the key with it.
+		if _, e := r.cli.Revoke(ctx, lease); e != nil && !errors.Is(e, rpctypes.ErrLeaseNotFound) {
 			err = fmt.Errorf("etcdnaming: deregister %s: %w (the key expires with its lease)", r.key, e)
 		}
 		r.cli.Close()

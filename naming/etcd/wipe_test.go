@@ -26,7 +26,7 @@ func TestEtcdComesBackEmpty(t *testing.T) {
 	}
 	reg, err := Register(ctx, []string{e.Endpoint}, "/s", "127.0.0.1:8001", "", 2*time.Second)
 	require.NoError(t, err)
-	defer reg.Close()
+	defer func() { require.NoError(t, reg.Close()) }()
 	rec := &recorder{}
 	ns, err := naming.Start(e.url("/s"), rec)
 	require.NoError(t, err)
@@ -41,4 +41,20 @@ func TestEtcdComesBackEmpty(t *testing.T) {
 	require.NoError(t, err)
 	defer reg2.Close()
 	rec.waitFor(t, []naming.Node{{Addr: "127.0.0.1:8001"}, {Addr: "127.0.0.1:8002"}})
+}
+
+// Close of a registration whose lease etcd no longer has is not an error:
+// the key went with the lease.
+func TestCloseAfterTheLeaseIsGone(t *testing.T) {
+	e := startEtcd(t)
+	ctx := context.Background()
+	reg, err := Register(ctx, []string{e.Endpoint}, "/s", "127.0.0.1:8001", "", 2*time.Second)
+	require.NoError(t, err)
+	cli := e.clientv3()
+	reg.mu.Lock()
+	lease := reg.lease
+	reg.mu.Unlock()
+	_, err = cli.Revoke(ctx, lease)
+	require.NoError(t, err)
+	require.NoError(t, reg.Close())
 }
