@@ -59,10 +59,33 @@ type FrameWriter struct {
 // by a stream of other writers' frames.
 const maxFlushRounds = 8
 
-// maxSpare is the largest batch buffer kept for reuse: 512 callers of 1 KB
-// make batches of about 0.5 MB, and re-growing them cost more than the
-// syscalls saved.
-const maxSpare = 1 << 20
+// Batch buffers are reused: 512 callers of 1 KB make batches of about
+// 0.5 MB, and re-growing them cost more than the syscalls saved. A
+// connection keeps a buffer of up to maxSpare for itself; larger ones go to
+// batchPool, shared by all connections and emptied by the GC when unused,
+// so that thousands of connections that once saw a burst do not each hold
+// a large buffer. Batches over maxPooled are left to the GC.
+const (
+	maxSpare  = 64 << 10
+	maxPooled = 4 << 20
+)
+
+var batchPool sync.Pool // of *[]byte
+
+func getBatch() []byte {
+	if p, ok := batchPool.Get().(*[]byte); ok {
+		return (*p)[:0]
+	}
+	return nil
+}
+
+// putBatch gives a buffer larger than maxSpare back to batchPool.
+func putBatch(b []byte) {
+	if cap(b) <= maxPooled {
+		b = b[:0]
+		batchPool.Put(&b)
+	}
+}
 
 // NewFrameWriter writes to conn; onError is called once, from a writer's
 // goroutine, when a write of queued frames fails (the frames' owners have
@@ -138,8 +161,11 @@ func (w *FrameWriter) flush() {
 			return
 		}
 		batch := w.pending
-		w.pending = w.spare[:0]
-		w.spare = nil
+		if w.spare != nil {
+			w.pending, w.spare = w.spare[:0], nil
+		} else {
+			w.pending = getBatch()
+		}
 		w.writing = len(batch)
 		w.mu.Unlock()
 
@@ -148,6 +174,8 @@ func (w *FrameWriter) flush() {
 		w.mu.Lock()
 		if cap(batch) <= maxSpare {
 			w.spare = batch[:0]
+		} else {
+			putBatch(batch)
 		}
 		if err != nil {
 			w.fail(err)
