@@ -131,3 +131,19 @@ func tlsConfig() (*tls.Config, error) {
 	}
 	return cfg, nil
 }
+
+// logEvery lets a retry loop log its failure once per interval instead of
+// at every retry while etcd is down. One goroutine uses each.
+type logEvery struct {
+	interval time.Duration
+	next     time.Time
+}
+
+func (l *logEvery) allow() bool {
+	now := time.Now()
+	if now.Before(l.next) {
+		return false
+	}
+	l.next = now.Add(l.interval)
+	return true
+}

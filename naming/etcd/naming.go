@@ -121,12 +121,13 @@ func (s *service) load() (int64, error) {
 // the watch ends, the list is read again.
 func (s *service) run(rev int64) {
 	defer close(s.done)
+	warn := logEvery{interval: 10 * time.Second}
 	for s.ctx.Err() == nil {
 		if rev == 0 {
 			var err error
 			if rev, err = s.load(); err != nil {
-				if s.ctx.Err() == nil {
-					slog.Warn("gobrpc: etcd naming: cannot list servers; keeping the last list", "url", s.url, "err", err)
+				if s.ctx.Err() == nil && warn.allow() {
+					slog.Warn("gobrpc: etcd naming: cannot list servers; keeping the last list and retrying", "url", s.url, "err", err)
 				}
 				s.sleep(retryInterval())
 				continue

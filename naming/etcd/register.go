@@ -131,6 +131,7 @@ func (r *Registration) keep(ka <-chan *clientv3.LeaseKeepAliveResponse) {
 			return
 		}
 		slog.Warn("gobrpc: etcd registration: lease lost; registering again", "key", r.key, "etcd", r.url)
+		warn := logEvery{interval: 10 * time.Second}
 		for {
 			ctx, cancel := context.WithTimeout(r.ctx, dialTimeout())
 			var err error
@@ -143,7 +144,9 @@ func (r *Registration) keep(ka <-chan *clientv3.LeaseKeepAliveResponse) {
 			if r.ctx.Err() != nil {
 				return
 			}
-			slog.Warn("gobrpc: etcd registration: cannot register; retrying", "key", r.key, "etcd", r.url, "err", err)
+			if warn.allow() {
+				slog.Warn("gobrpc: etcd registration: cannot register; retrying", "key", r.key, "etcd", r.url, "err", err)
+			}
 			t := time.NewTimer(retryInterval())
 			select {
 			case <-t.C:
