@@ -344,6 +344,10 @@ func (s *Server) Stop() error {
 		}
 	}
 	s.abortHandshakes()
+	// New requests get ELOGOFF from here on, so idle handler goroutines can
+	// go now (busy ones end after their request), even if Join is never
+	// called.
+	s.workers.stop()
 	s.signalIfDrained()
 	return nil
 }
@@ -385,7 +389,6 @@ func (s *Server) Join() {
 	s.httpLn.Close()
 	s.http.Close()
 	s.loops.Wait()
-	s.workers.stop()
 	if s.pages != nil {
 		s.pages.Close()
 	}

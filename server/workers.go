@@ -9,7 +9,8 @@ import "sync"
 // server under 64 callers showed 17% of its CPU in runtime.newstack. A
 // worker keeps its grown stack from one request to the next. Idle workers
 // wait on their own channel, most recently used first (its stack is warm);
-// at most maxIdleWorkers wait, the others exit, and stop ends the idle ones.
+// at most maxIdleWorkers wait, the others exit, and stop (Server.Stop)
+// ends the idle ones.
 // This is the scheme of fasthttp's workerpool, without its idle timer: a
 // burst leaves at most maxIdleWorkers behind until the server stops.
 type workerPool struct {
