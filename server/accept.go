@@ -7,7 +7,6 @@ import (
 	"sync"
 	"syscall"
 	"time"
-	"unsafe"
 )
 
 // One port serves every protocol, as brpc's does: the first bytes of a
@@ -109,21 +108,6 @@ func (s *Server) abortHandshakes() {
 	for c := range s.sniffing {
 		c.SetReadDeadline(time.Now())
 	}
-}
-
-// peerClosed reports whether the peer has shut its side down, with a
-// zero-timeout poll for POLLRDHUP (Linux).
-func peerClosed(fd uintptr) bool {
-	const pollRDHUP = 0x2000
-	pfd := struct {
-		fd      int32
-		events  int16
-		revents int16
-	}{fd: int32(fd), events: pollRDHUP}
-	var ts syscall.Timespec // zero: do not wait
-	n, _, errno := syscall.Syscall6(syscall.SYS_PPOLL, uintptr(unsafe.Pointer(&pfd)), 1,
-		uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
-	return errno == 0 && n == 1 && pfd.revents&(pollRDHUP|0x10 /* POLLHUP */ |0x8 /* POLLERR */) != 0
 }
 
 // listener accepts connections for one port.

@@ -81,6 +81,7 @@ func startChild(t *testing.T, e *etcdServer, prefix string) *child {
 	cmd := exec.Command(exe, "-test.run=^$")
 	cmd.Env = append(os.Environ(), childEnv+"="+e.Endpoint+" "+prefix)
 	cmd.Stderr = os.Stderr
+	dieWithTest(cmd)
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())

@@ -98,6 +98,7 @@ func (e *etcdServer) start() {
 	logf, err := os.OpenFile(filepath.Join(e.dataDir, "etcd.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	require.NoError(t, err)
 	e.cmd.Stdout, e.cmd.Stderr = logf, logf
+	dieWithTest(e.cmd)
 	require.NoError(t, e.cmd.Start())
 	e.exited = make(chan struct{})
 	cmd := e.cmd
