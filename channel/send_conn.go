@@ -1,7 +1,6 @@
 package channel
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -107,12 +106,10 @@ func (ch *Channel) send(c *call, a *attempt) {
 	putBuf(bufp)
 	if err != nil {
 		conn.Unregister(a.id)
-		if errors.Is(err, transport.ErrOvercrowded) { // nothing was sent; the connection is fine
-			c.onFailure(a, controller.EOVERCROWDED, fmt.Sprintf("[E%d]Fail to write to %s: %v", controller.EOVERCROWDED, ep.Addr(), err), false)
-			return
-		}
 		code := transport.ErrnoOf(err)
-		conn.Close() // a failed write leaves the stream in an unknown state
+		if code != controller.EOVERCROWDED { // overcrowded: nothing was sent, the connection is fine
+			conn.Close() // a failed write leaves the stream in an unknown state
+		}
 		c.onFailure(a, code, fmt.Sprintf("[E%d]Fail to write to %s: %v", code, ep.Addr(), err), false)
 	}
 }

@@ -10,8 +10,9 @@ import "sync"
 // worker keeps its grown stack from one request to the next. Idle workers
 // wait on their own channel, most recently used first (its stack is warm);
 // at most maxIdleWorkers wait, the others exit, and stop (Server.Stop)
-// ends the idle ones. This is the scheme of fasthttp's workerpool, without its idle timer: a
-// burst leaves at most maxIdleWorkers behind until the server stops.
+// ends the idle ones. This is the scheme of fasthttp's workerpool without
+// its idle timer: a burst leaves at most maxIdleWorkers behind until the
+// server stops.
 type workerPool struct {
 	mu      sync.Mutex
 	idle    []*worker

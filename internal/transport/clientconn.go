@@ -236,6 +236,8 @@ func ErrnoOf(err error) controller.Errno {
 	// netpoll's own errors are syscall.Errno values above 0x100: test them
 	// before treating err as a system errno.
 	switch {
+	case errors.Is(err, ErrOvercrowded):
+		return controller.EOVERCROWDED
 	case errors.Is(err, netpoll.ErrDialTimeout), errors.Is(err, context.DeadlineExceeded):
 		return controller.ETIMEDOUT
 	case errors.Is(err, netpoll.ErrEOF):
