@@ -1,6 +1,7 @@
 package channel
 
 import (
+	"bytes"
 	"fmt"
 	"net"
 	"strconv"
@@ -24,11 +25,13 @@ import (
 // else (deadline, retries, exclusion of tried servers, who wins, done) is
 // the one state machine below, shared by both.
 type sender interface {
-	// prepare readies what every attempt reuses (the serialized request).
-	prepare(c *call, req proto.Message) (controller.Errno, string)
+	// prepare builds what every attempt sends (c.rq) from the caller's
+	// Controller and request; nothing reads those for sending afterwards.
+	prepare(c *call) (controller.Errno, string)
 	// send issues attempt a, whose server is already selected. It reports
 	// the outcome, now or later, with c.attach (what the attempt holds),
-	// then c.claim + c.won for an answer, or c.onFailure.
+	// then c.claim + c.won for an answer, or c.onFailure. It must not wait
+	// for a peer past the call's deadline.
 	send(c *call, a *attempt)
 	// release frees what an attempt held (its connection, its sub-call).
 	// answered tells that the attempt completed normally, so a pooled
@@ -45,10 +48,40 @@ type sender interface {
 	describe() string // where calls go, for error texts
 }
 
+// request is what a call sends, built once when the call starts (as brpc
+// caches the serialized request): every attempt, retries and backup
+// included, sends these bytes with its own correlation id, so an attempt
+// issued after the RPC ended never reads the caller's Controller or
+// request, which the caller may already be reusing.
+type request struct {
+	service, method string
+	logID           int64
+	hasLogID        bool
+	requestCode     uint64
+	hasRequestCode  bool
+	compress        controller.CompressType
+	checksumType    controller.ChecksumType
+	checksum        []byte
+
+	// A Channel's frame body: the serialized (and compressed) message,
+	// then a copy of the attachment.
+	body    []byte
+	msgLen  int
+	bodyBuf *[]byte // pooled storage behind body, released once no attempt is being sent
+
+	// A SelectiveChannel hands the request on to sub-calls: copyRequest
+	// asks for the copies in call.reqCopy and call.attCopy, and each
+	// sub-call answers into a new message of respType.
+	copyRequest bool
+	respType    protoreflect.MessageType
+}
+
 // call is the state machine of one RPC. Events (a response, a failed
-// attempt, the deadline, a cancel) may race; mu orders them and ended
-// makes exactly one of them the owner of completion. mu is never held
-// across I/O.
+// attempt, the deadline, a cancel, the backup timer) may race; mu orders
+// them and ended makes exactly one of them the owner of completion. mu is
+// never held across I/O. Once ended, nothing reads the caller's
+// Controller, request or response: finish writes the results, then runs
+// done.
 type call struct {
 	s    sender
 	cntl *controller.Controller
@@ -57,12 +90,7 @@ type call struct {
 	req  proto.Message
 	resp proto.Message
 	done func()
-
-	// Channel's serialized request, shared by every attempt.
-	payload    []byte
-	payloadBuf *[]byte // pooled storage behind payload, released once no attempt is being sent
-	attachment []byte
-	checksum   []byte
+	rq   request
 
 	start          time.Time
 	deadline       time.Time // zero: none
@@ -73,11 +101,18 @@ type call struct {
 	policy      backup.Policy // the effective backup policy, nil for none
 	backupMs    int64         // the effective backup delay, -1 for none
 	backupTimer *time.Timer
+	timer       *time.Timer
+
+	// resultsIn is released once the results are in the Controller,
+	// finished once done has returned too (what Join and a synchronous
+	// caller wait for).
+	resultsIn sync.WaitGroup
+	finished  sync.WaitGroup
 
 	mu      sync.Mutex
 	ended   bool
 	nretry  int
-	issuing int // attempts being started; the payload lives while > 0
+	issuing int // attempts being started; the request's body lives while > 0
 	current *attempt
 	// unfinished is the first attempt once a backup was sent: both may
 	// still answer, and the first good answer wins (brpc's
@@ -86,18 +121,23 @@ type call struct {
 	backupAtt  *attempt // the backup attempt, nil until one is sent
 	first      attempt  // the first attempt, allocated with the call
 	winner     *attempt
+	// reqCopy and attCopy are the request and attachment a
+	// SelectiveChannel hands to the sub-calls of later attempts: copied
+	// while the call is live, since those may start after the caller got
+	// its request and Controller back.
+	reqCopy proto.Message
+	attCopy []byte
 	// With rpcz on, every attempt is kept for the span.
 	trace    bool
 	attempts []*attempt
 	tried    triedServers
-	timer    *time.Timer
 	errText  strings.Builder
 	remote   net.Addr // the last server talked to
 	local    net.Addr
 }
 
 // attempt is one send of the request to one server (or sub-channel) with
-// its own correlation id.
+// its own correlation id. Its fields are guarded by call.mu.
 type attempt struct {
 	call   *call
 	id     int64
@@ -107,8 +147,8 @@ type attempt struct {
 	end       time.Time
 	code      int32
 	abandoned bool
-	// What the sender needs to finish or abandon it; guarded by call.mu
-	// and handed over exactly once (see takeLocked).
+	// What the sender needs to finish or abandon it; handed over exactly
+	// once (see takeLocked).
 	handle any
 }
 
@@ -162,9 +202,12 @@ func startCall(s sender, md protoreflect.MethodDescriptor, cntl *controller.Cont
 	req, resp proto.Message, done func()) {
 	st := ctrl.Of(cntl)
 	c := &call{s: s, cntl: cntl, st: st, md: md, req: req, resp: resp, done: done, start: time.Now(), trace: rpcz.On()}
+	c.resultsIn.Add(1)
+	c.finished.Add(1)
 
 	st.Mu.Lock()
 	reused := st.InUse
+	prev := st.Call
 	st.InUse = true
 	if !reused {
 		st.Call = c
@@ -172,16 +215,9 @@ func startCall(s sender, md protoreflect.MethodDescriptor, cntl *controller.Cont
 	canceled := st.CancelRequested
 	st.Mu.Unlock()
 	if reused {
-		// A Controller serves one call until Reset, as in brpc: results of
-		// the previous call must not be mixed with this one's.
-		st.ErrorCode = int32(controller.EINVAL)
-		st.ErrorText = "[E22]Controller was used by another call; call Reset before reusing it"
-		if done != nil {
-			go done()
-		}
+		refuseReuse(st, prev, done)
 		return
 	}
-	st.Done.Add(1)
 
 	c.mu.Lock() // held until the call is set up, so no event can end it half-built
 	code, text := c.setUp(canceled)
@@ -201,14 +237,33 @@ func startCall(s sender, md protoreflect.MethodDescriptor, cntl *controller.Cont
 	c.wait()
 }
 
-func (c *call) wait() {
-	if c.done == nil {
-		c.st.Done.Wait()
+// refuseReuse fails a call made with a Controller that served another
+// call and was not Reset, as brpc does: results of the previous call must
+// not be mixed with this one's. They are written once the previous call's
+// are in, so the two never race.
+func refuseReuse(st *ctrl.State, prev ctrl.Call, done func()) {
+	if p, ok := prev.(*call); ok {
+		p.resultsIn.Wait() // at once unless that call is still in flight
+	}
+	st.ErrorCode = int32(controller.EINVAL)
+	st.ErrorText = "[E22]Controller was used by another call; call Reset before reusing it"
+	if done != nil {
+		go done()
 	}
 }
 
+// wait holds a synchronous caller until the call has ended.
+func (c *call) wait() {
+	if c.done == nil {
+		c.finished.Wait()
+	}
+}
+
+// Wait implements ctrl.Call (Controller.Join).
+func (c *call) Wait() { c.finished.Wait() }
+
 // setUp resolves the settings and prepares the request. It returns a
-// non-zero code when the call cannot start.
+// non-zero code when the call cannot start. c.mu is held.
 func (c *call) setUp(canceled bool) (controller.Errno, string) {
 	if c.s == nil || c.s.closed() {
 		return controller.EINVAL, "[E22]Channel is not initialized or closed"
@@ -233,7 +288,17 @@ func (c *call) setUp(canceled bool) (controller.Errno, string) {
 	if opts.ConnectTimeoutMs > 0 {
 		c.connectTimeout = time.Duration(opts.ConnectTimeoutMs) * time.Millisecond
 	}
-	if code, text := c.s.prepare(c, c.req); code != 0 {
+	cntl := c.cntl
+	c.rq = request{
+		service:      string(c.md.Parent().FullName()),
+		method:       string(c.md.Name()),
+		logID:        cntl.LogID(),
+		hasLogID:     cntl.HasLogID(),
+		compress:     cntl.RequestCompressType(),
+		checksumType: cntl.RequestChecksumType(),
+	}
+	c.rq.requestCode, c.rq.hasRequestCode = cntl.RequestCode()
+	if code, text := c.s.prepare(c); code != 0 {
 		return code, text
 	}
 	c.resolveBackup(opts)
@@ -279,21 +344,18 @@ func (c *call) resolveBackup(opts *resolved) {
 // onBackupTimer sends the backup: the same request to another server
 // (the same one when it is the only one), if a retry remains and the
 // policy allows. A veto or no retry left keeps the call waiting for its
-// first attempt; the deadline stays armed either way.
+// first attempt; the deadline stays armed either way. The policy is asked
+// under the call's lock, as brpc asks it under the call id's: it is never
+// asked about a call that has ended.
 func (c *call) onBackupTimer() {
-	c.mu.Lock()
-	skip := c.ended || c.backupAtt != nil || c.nretry >= c.maxRetry
-	c.mu.Unlock()
-	if skip {
-		return
-	}
-	if c.policy != nil && !c.policy.DoBackup(c.cntl) {
-		c.s.stats().backupRefused.Add(1)
-		return
-	}
 	c.mu.Lock()
 	if c.ended || c.backupAtt != nil || c.nretry >= c.maxRetry {
 		c.mu.Unlock()
+		return
+	}
+	if c.policy != nil && !c.policy.DoBackup(c.cntl) {
+		c.mu.Unlock()
+		c.s.stats().backupRefused.Add(1)
 		return
 	}
 	c.tried.add(c.current.server)
@@ -307,10 +369,17 @@ func (c *call) onBackupTimer() {
 	c.issue(next) // on the timer's own goroutine
 }
 
+// newAttemptLocked starts the next attempt. Attempts after the first may
+// start after the caller got its request back, so a SelectiveChannel's
+// copy of the request is made here, while the call is live.
 func (c *call) newAttemptLocked() *attempt {
 	a := &c.first
 	if c.current != nil {
 		a = &attempt{}
+		if c.rq.copyRequest && c.reqCopy == nil {
+			c.reqCopy = proto.Clone(c.req)
+			c.attCopy = bytes.Clone(c.cntl.RequestAttachment().Bytes())
+		}
 	}
 	a.call, a.id = c, nextCorrelationID.Add(1)
 	c.current = a
@@ -320,21 +389,31 @@ func (c *call) newAttemptLocked() *attempt {
 	return a
 }
 
+// requestFor is the request and attachment attempt a hands on
+// (SelectiveChannel).
+func (c *call) requestFor(a *attempt) (proto.Message, []byte) {
+	if a == &c.first {
+		// Issued on the caller's goroutine, before CallMethod returns.
+		return c.req, c.cntl.RequestAttachment().Bytes()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.reqCopy, c.attCopy
+}
+
 // issue selects a server for attempt a and hands it to the sender. It runs
 // on the caller's goroutine for the first attempt and on a short-lived
 // goroutine for retries, never on a connection's reader.
 func (c *call) issue(a *attempt) {
 	defer c.issued()
-	// begin and server are read by other goroutines (feedback, rpcz)
-	// under mu, so they are written under it too.
 	c.mu.Lock()
 	a.begin = time.Now()
 	var err error
 	if lb := c.s.balancer(); lb != nil {
 		// la counts the attempt in flight from BeginTime until the
 		// Feedback carrying the same instant.
-		in := loadbalancer.SelectIn{Excluded: &c.tried, BeginTime: a.begin}
-		in.RequestCode, in.HasRequestCode = c.cntl.RequestCode()
+		in := loadbalancer.SelectIn{Excluded: &c.tried, BeginTime: a.begin,
+			RequestCode: c.rq.requestCode, HasRequestCode: c.rq.hasRequestCode}
 		a.server, err = lb.Select(in)
 	}
 	c.mu.Unlock()
@@ -357,26 +436,26 @@ func selectErrno(err error) controller.Errno {
 }
 
 // issued marks the end of an issue; the last one out after the call ended
-// returns the payload's buffer to the pool.
+// returns the request's buffer to the pool.
 func (c *call) issued() {
 	c.mu.Lock()
 	c.issuing--
-	buf := c.takePayloadLocked()
+	buf := c.takeBodyLocked()
 	c.mu.Unlock()
 	if buf != nil {
 		putBuf(buf)
 	}
 }
 
-// takePayloadLocked hands over the payload's pooled buffer once the call
+// takeBodyLocked hands over the request's pooled buffer once the call
 // has ended and no attempt is being sent any more; exactly one caller gets
-// it.
-func (c *call) takePayloadLocked() *[]byte {
-	if !c.ended || c.issuing != 0 || c.payloadBuf == nil {
+// it. (What a connection still has to write of it was copied.)
+func (c *call) takeBodyLocked() *[]byte {
+	if !c.ended || c.issuing != 0 || c.rq.bodyBuf == nil {
 		return nil
 	}
-	buf := c.payloadBuf
-	c.payloadBuf, c.payload = nil, nil
+	buf := c.rq.bodyBuf
+	c.rq.bodyBuf, c.rq.body = nil, nil
 	return buf
 }
 
@@ -401,13 +480,6 @@ func (c *call) takeLocked(a *attempt) any {
 	return h
 }
 
-// noteSides records the last server talked to, for RemoteSide.
-func (c *call) noteSidesLocked(remote, local net.Addr) {
-	if remote != nil {
-		c.remote, c.local = remote, local
-	}
-}
-
 // claim is called by the sender when attempt a got an answer. It returns
 // the attempt's handle and whether a won: then the sender fills the user's
 // response, releases the handle and calls won; otherwise it just releases
@@ -421,7 +493,9 @@ func (c *call) claim(a *attempt, remote, local net.Addr) (handle any, won bool) 
 	}
 	c.ended = true
 	c.winner = a
-	c.noteSidesLocked(remote, local)
+	if remote != nil {
+		c.remote, c.local = remote, local
+	}
 	backupWon := a == c.backupAtt
 	c.mu.Unlock()
 	if backupWon {
@@ -439,12 +513,13 @@ func (c *call) liveLocked(a *attempt) bool {
 // won ends the call after its winner filled the response; code is non-zero
 // when that failed (a response that does not parse).
 func (c *call) won(a *attempt, code controller.Errno, text string) {
+	c.mu.Lock()
 	if code != 0 {
-		c.mu.Lock()
 		c.appendErrorLocked(text)
-		c.mu.Unlock()
 	}
-	c.feedback(a, code)
+	fb := c.feedbackLocked(a, code)
+	c.mu.Unlock()
+	fb.send()
 	c.finish(code)
 }
 
@@ -484,11 +559,12 @@ func (c *call) onFailure(a *attempt, code controller.Errno, text string, answere
 		c.ended = true
 		end = true
 	}
+	fb := c.feedbackLocked(a, code)
 	c.mu.Unlock()
 	if handle != nil {
 		c.s.release(c, a, handle, answered)
 	}
-	c.feedback(a, code)
+	fb.send()
 	if end {
 		c.finish(code)
 	} else if next != nil {
@@ -496,8 +572,22 @@ func (c *call) onFailure(a *attempt, code controller.Errno, text string, answere
 	}
 }
 
-// feedback tells the load balancer how an attempt ended.
-func (c *call) feedback(a *attempt, code controller.Errno) {
+// feedback is how an attempt ended, for the load balancer: taken under
+// the call's lock (it reads the attempt and the retry count, which other
+// events change), sent after it.
+type feedback struct {
+	lb   loadbalancer.LoadBalancer
+	info loadbalancer.CallInfo
+}
+
+func (f feedback) send() {
+	if f.lb != nil {
+		f.lb.Feedback(f.info)
+	}
+}
+
+// feedbackLocked ends attempt a with code; c.mu is held.
+func (c *call) feedbackLocked(a *attempt, code controller.Errno) feedback {
 	if c.trace && a.end.IsZero() {
 		a.end, a.code = time.Now(), int32(code)
 	}
@@ -508,9 +598,9 @@ func (c *call) feedback(a *attempt, code controller.Errno) {
 	}
 	lb := c.s.balancer()
 	if lb == nil || a.server == nil || a.begin.IsZero() {
-		return
+		return feedback{}
 	}
-	lb.Feedback(loadbalancer.CallInfo{
+	return feedback{lb: lb, info: loadbalancer.CallInfo{
 		Server:    a.server,
 		Latency:   time.Since(a.begin),
 		ErrorCode: int32(code),
@@ -518,7 +608,7 @@ func (c *call) feedback(a *attempt, code controller.Errno) {
 		Retries:   c.maxRetry - c.nretry,
 		Retried:   c.nretry,
 		BeginTime: a.begin,
-	})
+	}}
 }
 
 func (c *call) appendErrorLocked(text string) {
@@ -537,7 +627,7 @@ func (c *call) onTimeout() {
 	c.endWith(controller.ERPCTIMEDOUT, fmt.Sprintf("[E1008]Reached timeout=%dms @%s", c.timeoutMs, c.s.describe()))
 }
 
-// Cancel implements ctrl.Canceler (Controller.StartCancel).
+// Cancel implements ctrl.Call (Controller.StartCancel).
 func (c *call) Cancel() {
 	c.endWith(controller.ECANCELED, "[E125]RPC was canceled")
 }
@@ -555,8 +645,24 @@ func (c *call) endWith(code controller.Errno, text string) {
 	c.finish(code)
 }
 
+// abandonedCode is what an attempt still in flight when the call ends is
+// fed back to the load balancer with, as brpc does: EBACKUPREQUEST for
+// the first attempt when its backup won (so la learns to avoid the slow
+// server), ECANCELED for a backup the first attempt beat, and the call's
+// own code (ERPCTIMEDOUT, ECANCELED ...) when it did not succeed.
+func (c *call) abandonedCodeLocked(a *attempt, code controller.Errno) controller.Errno {
+	switch {
+	case code != 0:
+		return code
+	case c.winner == c.backupAtt:
+		return controller.EBACKUPREQUEST
+	default:
+		return controller.ECANCELED
+	}
+}
+
 // finish runs once, by the owner of completion, after ended was set:
-// abandon the attempt still in flight, write the results, run done.
+// abandon the attempts still in flight, write the results, run done.
 func (c *call) finish(code controller.Errno) {
 	if c.timer != nil {
 		c.timer.Stop()
@@ -569,25 +675,19 @@ func (c *call) finish(code controller.Errno) {
 	// the unfinished first attempt of a backed-up call.
 	var abandoned [2]*attempt
 	var handles [2]any
+	var fbs [2]feedback
 	for i, a := range [2]*attempt{c.current, c.unfinished} {
-		if a != nil {
-			abandoned[i], handles[i] = a, c.takeLocked(a)
-			a.abandoned = handles[i] != nil
+		if a == nil || a == c.winner {
+			continue
 		}
-	}
-	payloadBuf := c.takePayloadLocked()
-	hasBackup := c.backupAtt != nil
-	c.mu.Unlock()
-	if payloadBuf != nil {
-		putBuf(payloadBuf)
-	}
-	for i, a := range abandoned {
+		abandoned[i], handles[i] = a, c.takeLocked(a)
 		if handles[i] != nil {
-			c.s.release(c, a, handles[i], false)
-			c.feedback(a, code)
+			a.abandoned = true
+			fbs[i] = c.feedbackLocked(a, c.abandonedCodeLocked(a, code))
 		}
 	}
-
+	body := c.takeBodyLocked()
+	hasBackup := c.backupAtt != nil
 	st := c.st
 	st.RemoteSide, st.LocalSide = c.remote, c.local
 	st.ErrorCode = int32(code)
@@ -599,10 +699,16 @@ func (c *call) finish(code controller.Errno) {
 	st.RetriedCount = c.nretry
 	st.HasBackupRequest = hasBackup
 	st.LatencyUs = time.Since(c.start).Microseconds()
-
-	st.Mu.Lock()
-	st.Call = nil
-	st.Mu.Unlock()
+	c.mu.Unlock()
+	if body != nil {
+		putBuf(body)
+	}
+	for i, a := range abandoned {
+		if handles[i] != nil {
+			c.s.release(c, a, handles[i], false)
+			fbs[i].send()
+		}
+	}
 
 	// Exactly once per RPC, sync or async, with the results in place.
 	if c.policy != nil {
@@ -611,15 +717,15 @@ func (c *call) finish(code controller.Errno) {
 	if c.trace {
 		c.recordSpan(code)
 	}
-
+	c.resultsIn.Done()
 	if c.done != nil {
 		go func() {
-			c.done()
-			st.Done.Done()
+			c.done() // may Reset the Controller and start its next call
+			c.finished.Done()
 		}()
 		return
 	}
-	st.Done.Done()
+	c.finished.Done()
 }
 
 // recordSpan keeps the call for /rpcz, with each attempt's server, start
@@ -628,7 +734,7 @@ func (c *call) recordSpan(code controller.Errno) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	span := rpcz.Span{
-		Method: string(c.md.FullName()), LogID: c.cntl.LogID(), Start: c.start,
+		Method: string(c.md.FullName()), LogID: c.rq.logID, Start: c.start,
 		Latency: time.Since(c.start), ErrorCode: int32(code), ErrorText: c.st.ErrorText,
 	}
 	if c.remote != nil {

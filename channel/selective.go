@@ -190,8 +190,13 @@ func (s *SelectiveChannel) balancer() loadbalancer.LoadBalancer { return s.lb }
 func (s *SelectiveChannel) backupPolicy() backup.Policy         { return s.policy }
 func (s *SelectiveChannel) stats() *channelVars                 { return s.vars }
 
-// The request is serialized by the sub-channel.
-func (s *SelectiveChannel) prepare(*call, proto.Message) (controller.Errno, string) { return 0, "" }
+// prepare notes what sub-calls need: the sub-channels serialize the
+// request themselves, so later attempts get a copy (call.requestFor).
+func (s *SelectiveChannel) prepare(c *call) (controller.Errno, string) {
+	c.rq.copyRequest = true
+	c.rq.respType = c.resp.ProtoReflect().Type()
+	return 0, ""
+}
 
 // subCall is one attempt on a sub-channel: its own Controller and its own
 // response object, so a loser can never write into the user's response;
@@ -203,23 +208,25 @@ type subCall struct {
 
 func (s *SelectiveChannel) send(c *call, a *attempt) {
 	sub := a.server.Value.(Caller)
-	sc := &subCall{resp: c.resp.ProtoReflect().New().Interface()}
+	rq := &c.rq
+	sc := &subCall{resp: rq.respType.New().Interface()}
 	// The SelectiveChannel owns the deadline; the sub-call inherits what
-	// describes the request.
+	// describes the request, from what the call took when it started.
 	sc.cntl.SetTimeoutMs(-1)
-	if id := c.cntl.LogID(); c.cntl.HasLogID() {
-		sc.cntl.SetLogID(id)
+	if rq.hasLogID {
+		sc.cntl.SetLogID(rq.logID)
 	}
-	if code, ok := c.cntl.RequestCode(); ok {
-		sc.cntl.SetRequestCode(code)
+	if rq.hasRequestCode {
+		sc.cntl.SetRequestCode(rq.requestCode)
 	}
-	sc.cntl.SetRequestCompressType(c.cntl.RequestCompressType())
-	sc.cntl.SetRequestChecksumType(c.cntl.RequestChecksumType())
-	sc.cntl.RequestAttachment().Write(c.cntl.RequestAttachment().Bytes())
+	sc.cntl.SetRequestCompressType(rq.compress)
+	sc.cntl.SetRequestChecksumType(rq.checksumType)
+	req, att := c.requestFor(a)
+	sc.cntl.RequestAttachment().Write(att)
 	if !c.attach(a, sc) {
 		return
 	}
-	sub.CallMethod(c.md, &sc.cntl, c.req, sc.resp, func() { s.subDone(c, a, sc) })
+	sub.CallMethod(c.md, &sc.cntl, req, sc.resp, func() { s.subDone(c, a, sc) })
 }
 
 // subDone runs when a sub-call ends.

@@ -15,30 +15,44 @@ import (
 // How a Channel sends attempts: baidu_std frames over connections to its
 // servers.
 
-// prepare serializes the request once (and compresses and checksums it);
-// every attempt reuses the bytes with its own correlation id.
-func (ch *Channel) prepare(c *call, req proto.Message) (controller.Errno, string) {
-	var err error
-	c.payloadBuf = getBuf()
-	c.payload, err = proto.MarshalOptions{}.MarshalAppend((*c.payloadBuf)[:0], req)
-	*c.payloadBuf = c.payload[:0]
+// prepare serializes the request once (and compresses and checksums it)
+// into a frame body the call owns, followed by a copy of the attachment;
+// every attempt writes that body after its own header and meta.
+func (ch *Channel) prepare(c *call) (controller.Errno, string) {
+	rq := &c.rq
+	buf := getBuf()
+	msg, err := proto.MarshalOptions{}.MarshalAppend((*buf)[:0], c.req)
 	if err != nil {
+		*buf = msg[:0]
+		putBuf(buf)
 		return controller.EREQUEST, "[E1003]Fail to serialize request: " + err.Error()
 	}
-	cntl := c.cntl
-	if ct := cntl.RequestCompressType(); ct != controller.CompressNone {
-		c.payload, err = baidustd.Compress(nil, int32(ct), c.payload)
+	if rq.compress != controller.CompressNone {
+		z, err := baidustd.Compress(nil, int32(rq.compress), msg)
+		*buf = msg[:0]
+		putBuf(buf) // the body lives in z from here on
+		buf = nil
 		if err != nil {
 			return controller.EREQUEST, "[E1003]Fail to compress request: " + err.Error()
 		}
+		msg = z
 	}
-	c.attachment = cntl.RequestAttachment().Bytes()
-	switch cntl.RequestChecksumType() {
+	att := c.cntl.RequestAttachment().Bytes()
+	switch rq.checksumType {
 	case controller.ChecksumNone:
 	case controller.ChecksumCRC32C:
-		c.checksum = baidustd.AppendChecksum(nil, c.payload, c.attachment, false)
+		rq.checksum = baidustd.AppendChecksum(nil, msg, att, false)
 	default:
-		return controller.EREQUEST, fmt.Sprintf("[E1003]unsupported checksum type %d", cntl.RequestChecksumType())
+		if buf != nil {
+			putBuf(buf)
+		}
+		return controller.EREQUEST, fmt.Sprintf("[E1003]unsupported checksum type %d", rq.checksumType)
+	}
+	rq.msgLen = len(msg)
+	rq.body = append(msg, att...)
+	if buf != nil {
+		*buf = rq.body[:0]
+		rq.bodyBuf = buf
 	}
 	return 0, ""
 }
@@ -86,30 +100,28 @@ func (ch *Channel) send(c *call, a *attempt) {
 		return
 	}
 
-	bufp := getBuf()
+	rq := &c.rq
 	m := baidustd.Meta{
 		HasRequest:    true,
-		ServiceName:   string(c.md.Parent().FullName()),
-		MethodName:    string(c.md.Name()),
-		LogID:         c.cntl.LogID(),
-		HasLogID:      c.cntl.HasLogID(), // brpc writes log_id only when set
-		CompressType:  int32(c.cntl.RequestCompressType()),
+		ServiceName:   rq.service,
+		MethodName:    rq.method,
+		LogID:         rq.logID,
+		HasLogID:      rq.hasLogID, // brpc writes log_id only when set
+		CompressType:  int32(rq.compress),
 		CorrelationID: a.id,
-		ChecksumType:  int32(c.cntl.RequestChecksumType()),
-		ChecksumValue: c.checksum,
+		ChecksumType:  int32(rq.checksumType),
+		ChecksumValue: rq.checksum,
 	}
-	frame, err := baidustd.AppendFrame((*bufp)[:0], &m, c.payload, c.attachment)
+	bufp := getBuf()
+	head, err := baidustd.AppendFrameHead((*bufp)[:0], &m, rq.msgLen, len(rq.body)-rq.msgLen)
 	if err == nil {
-		err = conn.Write(frame)
+		err = conn.Write(head, rq.body) // never waits for the server
 	}
-	*bufp = frame
+	*bufp = head
 	putBuf(bufp)
 	if err != nil {
 		conn.Unregister(a.id)
 		code := transport.ErrnoOf(err)
-		if code != controller.EOVERCROWDED { // overcrowded: nothing was sent, the connection is fine
-			conn.Close() // a failed write leaves the stream in an unknown state
-		}
 		c.onFailure(a, code, fmt.Sprintf("[E%d]Fail to write to %s: %v", code, ep.Addr(), err), false)
 	}
 }
@@ -146,8 +158,9 @@ func (a *attempt) HandleResponse(conn *transport.ClientConn, m *baidustd.Meta, m
 	ch := c.s.(*Channel)
 	if m.ErrorCode != 0 {
 		code := controller.Errno(m.ErrorCode)
-		ch.serverFailed(a, code, m.ErrorText)
-		c.onFailure(a, code, "[E"+strconv.Itoa(int(code))+"]"+m.ErrorText, true)
+		text := clipServerText(m.ErrorText)
+		ch.serverFailed(a, code, text)
+		c.onFailure(a, code, "[E"+strconv.Itoa(int(code))+"]"+text, true)
 		return
 	}
 	handle, won := c.claim(a, conn.RemoteAddr(), conn.LocalAddr())
@@ -157,7 +170,7 @@ func (a *attempt) HandleResponse(conn *transport.ClientConn, m *baidustd.Meta, m
 		}
 		return
 	}
-	code, text := c.decodeResponse(m, msg, att)
+	code, text := c.decodeResponse(m, msg, att, ch.opts.MaxBodySize)
 	if handle != nil {
 		ch.release(c, a, handle, true)
 	}
@@ -166,7 +179,7 @@ func (a *attempt) HandleResponse(conn *transport.ClientConn, m *baidustd.Meta, m
 
 // decodeResponse fills the user's response and attachment. It runs once,
 // by the owner of completion.
-func (c *call) decodeResponse(m *baidustd.Meta, msg, att []byte) (controller.Errno, string) {
+func (c *call) decodeResponse(m *baidustd.Meta, msg, att []byte, maxBodySize int) (controller.Errno, string) {
 	if m.ChecksumType != 0 {
 		if err := baidustd.VerifyChecksum(m, msg, att); err != nil {
 			return controller.ERESPONSE, "[E2002]" + err.Error()
@@ -174,7 +187,8 @@ func (c *call) decodeResponse(m *baidustd.Meta, msg, att []byte) (controller.Err
 	}
 	if m.CompressType != 0 {
 		var err error
-		msg, err = baidustd.Decompress(nil, m.CompressType, msg)
+		// Bounded by MaxBodySize, as an uncompressed response is.
+		msg, err = baidustd.DecompressLimit(nil, m.CompressType, msg, maxBodySize)
 		if err != nil {
 			return controller.ERESPONSE, "[E2002]Fail to decompress response: " + err.Error()
 		}
@@ -194,4 +208,15 @@ func (a *attempt) HandleFailure(_ *transport.ClientConn, code controller.Errno, 
 	c := a.call
 	c.s.(*Channel).serverFailed(a, code, text)
 	c.onFailure(a, code, "[E"+strconv.Itoa(int(code))+"]"+text, false)
+}
+
+// maxServerText bounds the error text a server's answer may put into the
+// caller's Controller.
+const maxServerText = 4 << 10
+
+func clipServerText(s string) string {
+	if len(s) <= maxServerText {
+		return s
+	}
+	return s[:maxServerText] + "...(" + strconv.Itoa(len(s)-maxServerText) + " more bytes)"
 }

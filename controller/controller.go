@@ -351,7 +351,15 @@ func (c *Controller) HasBackupRequest() bool { return c.state.HasBackupRequest }
 
 // Join waits until the call made with this Controller has ended, done
 // included. It returns at once when no call is in flight.
-func (c *Controller) Join() { c.state.Done.Wait() }
+func (c *Controller) Join() {
+	s := &c.state
+	s.Mu.Lock()
+	call := s.Call
+	s.Mu.Unlock()
+	if call != nil {
+		call.Wait()
+	}
+}
 
 // StartCancel ends the call with ECANCELED if it has not ended yet. Called
 // before the call starts, it makes the call fail at once. Like brpc, the

@@ -2,9 +2,15 @@ package controller_test
 
 import (
 	"errors"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"strconv"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/gobrpc/gobrpc/controller"
 )
@@ -24,7 +30,46 @@ func TestErrnoValuesAreBrpcs(t *testing.T) {
 	assert.Equal(t, "ERPCTIMEDOUT", controller.ERPCTIMEDOUT.Name())
 	assert.Equal(t, "RPC call is timed out", controller.ERPCTIMEDOUT.Error())
 	assert.Equal(t, "E4242", controller.Errno(4242).Name())
-	assert.Equal(t, "connection refused", controller.ECONNREFUSED.Error())
+	// brpc's berror is strerror: glibc's text, on every OS.
+	assert.Equal(t, "Connection refused", controller.ECONNREFUSED.Error())
+}
+
+// The system codes are Linux's numbers whatever the OS, as brpc's are on
+// the wire: each is an integer literal in errno.go, never a value of the
+// running system's syscall package (on macOS syscall.ETIMEDOUT is 60).
+func TestSystemCodesAreLinuxNumbersOnEveryOS(t *testing.T) {
+	f, err := parser.ParseFile(token.NewFileSet(), "errno.go", nil, 0)
+	require.NoError(t, err)
+	want := map[string]string{"EPERM": "1", "ENOENT": "2", "EINVAL": "22", "EPIPE": "32",
+		"ENODATA": "61", "ECONNRESET": "104", "ETIMEDOUT": "110", "ECONNREFUSED": "111",
+		"EHOSTDOWN": "112", "ECANCELED": "125"}
+	got := map[string]string{}
+	ast.Inspect(f, func(n ast.Node) bool {
+		vs, ok := n.(*ast.ValueSpec)
+		if !ok || len(vs.Names) != 1 || len(vs.Values) != 1 {
+			return true
+		}
+		if lit, ok := vs.Values[0].(*ast.BasicLit); ok {
+			got[vs.Names[0].Name] = lit.Value
+		} else {
+			got[vs.Names[0].Name] = "not a literal"
+		}
+		return true
+	})
+	for name, v := range want {
+		assert.Equal(t, v, got[name], "%s must be Linux's number as a literal", name)
+	}
+}
+
+func TestErrnoOfSystem(t *testing.T) {
+	assert.Equal(t, controller.ECONNREFUSED, controller.ErrnoOfSystem(syscall.ECONNREFUSED))
+	assert.Equal(t, controller.ETIMEDOUT, controller.ErrnoOfSystem(syscall.ETIMEDOUT))
+	assert.Equal(t, controller.ECONNRESET, controller.ErrnoOfSystem(syscall.ECONNRESET))
+	assert.Equal(t, controller.EPIPE, controller.ErrnoOfSystem(syscall.EPIPE))
+	for code := range map[controller.Errno]bool{controller.ECONNRESET: true, controller.EHOSTUNREACH: true, controller.ECANCELED: true} {
+		assert.NotEqual(t, "E"+strconv.Itoa(int(code)), code.Name(), "every system code has a name")
+		assert.NotContains(t, code.Error(), "Unknown", "and a text")
+	}
 }
 
 func TestSettingsAndReset(t *testing.T) {

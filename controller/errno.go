@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"runtime"
 	"strconv"
 	"syscall"
 )
@@ -43,19 +44,62 @@ const (
 	ERDMAMEM          Errno = 3002
 )
 
-// System error codes that brpc also reports as RPC error codes.
+// System error codes that brpc also reports as RPC error codes. The numbers
+// are Linux's on every OS, as brpc's are: a code means the same thing on
+// the wire whichever system sent it. ErrnoOfSystem maps the running
+// system's errno to them.
 const (
-	EPERM        = Errno(syscall.EPERM)
-	ENOENT       = Errno(syscall.ENOENT)
-	EINVAL       = Errno(syscall.EINVAL)
-	EPIPE        = Errno(syscall.EPIPE)
-	ENODATA      = Errno(syscall.ENODATA)
-	ECONNRESET   = Errno(syscall.ECONNRESET)
-	ETIMEDOUT    = Errno(syscall.ETIMEDOUT) // connect timeout
-	ECONNREFUSED = Errno(syscall.ECONNREFUSED)
-	EHOSTDOWN    = Errno(syscall.EHOSTDOWN)
-	ECANCELED    = Errno(syscall.ECANCELED)
+	EPERM         Errno = 1
+	ENOENT        Errno = 2
+	EINTR         Errno = 4
+	EIO           Errno = 5
+	EBADF         Errno = 9
+	EAGAIN        Errno = 11
+	ENOMEM        Errno = 12
+	EACCES        Errno = 13
+	EINVAL        Errno = 22
+	ENFILE        Errno = 23
+	EMFILE        Errno = 24
+	EPIPE         Errno = 32
+	ENODATA       Errno = 61
+	EADDRINUSE    Errno = 98
+	EADDRNOTAVAIL Errno = 99
+	ENETDOWN      Errno = 100
+	ENETUNREACH   Errno = 101
+	ECONNABORTED  Errno = 103
+	ECONNRESET    Errno = 104
+	ENOBUFS       Errno = 105
+	ETIMEDOUT     Errno = 110 // connect timeout
+	ECONNREFUSED  Errno = 111
+	EHOSTDOWN     Errno = 112
+	EHOSTUNREACH  Errno = 113
+	ECANCELED     Errno = 125
 )
+
+// systemErrnos pairs each system code above with the running system's
+// errno of the same name.
+var systemErrnos = map[syscall.Errno]Errno{
+	syscall.EPERM: EPERM, syscall.ENOENT: ENOENT, syscall.EINTR: EINTR, syscall.EIO: EIO,
+	syscall.EBADF: EBADF, syscall.EAGAIN: EAGAIN, syscall.ENOMEM: ENOMEM, syscall.EACCES: EACCES,
+	syscall.EINVAL: EINVAL, syscall.ENFILE: ENFILE, syscall.EMFILE: EMFILE, syscall.EPIPE: EPIPE,
+	syscall.EADDRINUSE: EADDRINUSE, syscall.EADDRNOTAVAIL: EADDRNOTAVAIL, syscall.ENETDOWN: ENETDOWN,
+	syscall.ENETUNREACH: ENETUNREACH, syscall.ECONNABORTED: ECONNABORTED, syscall.ECONNRESET: ECONNRESET,
+	syscall.ENOBUFS: ENOBUFS, syscall.ETIMEDOUT: ETIMEDOUT, syscall.ECONNREFUSED: ECONNREFUSED,
+	syscall.EHOSTDOWN: EHOSTDOWN, syscall.EHOSTUNREACH: EHOSTUNREACH, syscall.ECANCELED: ECANCELED,
+}
+
+// ErrnoOfSystem maps an errno of the running system to brpc's code
+// (Linux's number). An errno without a Linux counterpart here is
+// EFAILEDSOCKET on other systems; on Linux it is kept as it is.
+func ErrnoOfSystem(e syscall.Errno) Errno {
+	if c, ok := systemErrnos[e]; ok {
+		return c
+	}
+	if runtime.GOOS == "linux" {
+		return Errno(e)
+	}
+	return EFAILEDSOCKET
+}
 
 var errnoNames = map[Errno]string{
 	ENOSERVICE: "ENOSERVICE", ENOMETHOD: "ENOMETHOD", EREQUEST: "EREQUEST",
@@ -67,9 +111,13 @@ var errnoNames = map[Errno]string{
 	EREJECT: "EREJECT", EPROGREADTIMEOUT: "EPROGREADTIMEOUT", EINTERNAL: "EINTERNAL",
 	ERESPONSE: "ERESPONSE", ELOGOFF: "ELOGOFF", ELIMIT: "ELIMIT", ECLOSE: "ECLOSE",
 	EITP: "EITP", ESHUTDOWNWRITE: "ESHUTDOWNWRITE", ERDMA: "ERDMA", ERDMAMEM: "ERDMAMEM",
-	EPERM: "EPERM", ENOENT: "ENOENT", EINVAL: "EINVAL", EPIPE: "EPIPE",
-	ENODATA: "ENODATA", ECONNRESET: "ECONNRESET", ETIMEDOUT: "ETIMEDOUT",
-	ECONNREFUSED: "ECONNREFUSED", EHOSTDOWN: "EHOSTDOWN", ECANCELED: "ECANCELED",
+	EPERM: "EPERM", ENOENT: "ENOENT", EINTR: "EINTR", EIO: "EIO", EBADF: "EBADF",
+	EAGAIN: "EAGAIN", ENOMEM: "ENOMEM", EACCES: "EACCES", EINVAL: "EINVAL",
+	ENFILE: "ENFILE", EMFILE: "EMFILE", EPIPE: "EPIPE", ENODATA: "ENODATA",
+	EADDRINUSE: "EADDRINUSE", EADDRNOTAVAIL: "EADDRNOTAVAIL", ENETDOWN: "ENETDOWN",
+	ENETUNREACH: "ENETUNREACH", ECONNABORTED: "ECONNABORTED", ECONNRESET: "ECONNRESET",
+	ENOBUFS: "ENOBUFS", ETIMEDOUT: "ETIMEDOUT", ECONNREFUSED: "ECONNREFUSED",
+	EHOSTDOWN: "EHOSTDOWN", EHOSTUNREACH: "EHOSTUNREACH", ECANCELED: "ECANCELED",
 }
 
 var errnoDescriptions = map[Errno]string{
@@ -86,6 +134,18 @@ var errnoDescriptions = map[Errno]string{
 	ECLOSE: "Close socket initiatively", EITP: "Failed Itp response",
 	ESHUTDOWNWRITE: "Shutdown write of the socket", ERDMA: "RDMA verbs error",
 	ERDMAMEM: "Memory not registered for RDMA",
+	// Linux's strerror texts, so a code reads the same on every OS.
+	EPERM: "Operation not permitted", ENOENT: "No such file or directory",
+	EINTR: "Interrupted system call", EIO: "Input/output error", EBADF: "Bad file descriptor",
+	EAGAIN: "Resource temporarily unavailable", ENOMEM: "Cannot allocate memory",
+	EACCES: "Permission denied", EINVAL: "Invalid argument", ENFILE: "Too many open files in system",
+	EMFILE: "Too many open files", EPIPE: "Broken pipe", ENODATA: "No data available",
+	EADDRINUSE: "Address already in use", EADDRNOTAVAIL: "Cannot assign requested address",
+	ENETDOWN: "Network is down", ENETUNREACH: "Network is unreachable",
+	ECONNABORTED: "Software caused connection abort", ECONNRESET: "Connection reset by peer",
+	ENOBUFS: "No buffer space available", ETIMEDOUT: "Connection timed out",
+	ECONNREFUSED: "Connection refused", EHOSTDOWN: "Host is down",
+	EHOSTUNREACH: "No route to host", ECANCELED: "Operation canceled",
 }
 
 // Name returns the constant's name, e.g. "ERPCTIMEDOUT", or "E<code>" for
@@ -102,7 +162,7 @@ func (e Errno) Error() string {
 	if d, ok := errnoDescriptions[e]; ok {
 		return d
 	}
-	if e > 0 && e < 1000 {
+	if e > 0 && e < 1000 && runtime.GOOS == "linux" {
 		return syscall.Errno(e).Error()
 	}
 	return "Unknown error " + strconv.Itoa(int(e))

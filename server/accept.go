@@ -69,9 +69,17 @@ func peek(c *net.TCPConn) (protocolKind, []byte, error) {
 		rerr    error
 	)
 	err = raw.Read(func(fd uintptr) bool {
-		n, _, rerr = syscall.Recvfrom(int(fd), buf, syscall.MSG_PEEK)
+		got, _, e := syscall.Recvfrom(int(fd), buf, syscall.MSG_PEEK)
+		// recvfrom returns -1 with an error: n must stay what was seen
+		// before (a reset, the sniff deadline or Stop end the peek with
+		// n bytes known, never with a negative count).
+		rerr = e
+		if e == nil {
+			n = got
+		}
 		switch {
 		case rerr == syscall.EAGAIN || rerr == syscall.EINTR:
+			rerr = nil
 			return false // wait for data
 		case rerr != nil:
 			return true
@@ -97,7 +105,7 @@ func peek(c *net.TCPConn) (protocolKind, []byte, error) {
 	if err == nil {
 		err = rerr
 	}
-	return kind, buf[:n], err
+	return kind, buf[:max(n, 0)], err
 }
 
 // abortHandshakes ends the peeks of connections not classified yet (Stop

@@ -1,18 +1,13 @@
 package server
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
-	"runtime/debug"
 	"sync"
-	"sync/atomic"
-	"syscall"
 	"time"
 
-	"github.com/cloudwego/netpoll"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/gobrpc/gobrpc/controller"
@@ -21,130 +16,52 @@ import (
 	"github.com/gobrpc/gobrpc/protocol/baidustd"
 )
 
-// serverConn is one accepted baidu_std connection.
-type serverConn struct {
-	conn   netpoll.Connection
-	remote net.Addr
-	local  net.Addr
-	ctx    context.Context // cancelled when the connection closes
-	cancel context.CancelFunc
-	writer *transport.FrameWriter
-	// inflight counts the requests read and not yet answered: with more
-	// than one, other answers are likely to be written soon (FrameWriter).
-	inflight atomic.Int32
-	created  time.Time
-	// overcrowdLogged: a dropped response was logged (once per connection).
-	overcrowdLogged atomic.Bool
+// baidu_std on the server: transport reads the frames of an accepted
+// connection, onRequest parses and admits each request, and baiduCall
+// sends the answer when the handler calls done.
 
-	// readMeta is reused for every frame read; only the connection's
-	// reader touches it. Reuse also keeps the decoder's cache of service
-	// and method names, so decoding them does not allocate.
-	readMeta baidustd.Meta
-}
-
-// serveBaiduStd moves an accepted connection to netpoll: its socket is
-// duplicated into a netpoll connection (which then reads it from the first
-// byte, only peeked so far) and Go's copy is closed.
+// serveBaiduStd hands an accepted connection to transport.
 func (s *Server) serveBaiduStd(c *net.TCPConn, l *listener) error {
-	remote, local := c.RemoteAddr(), c.LocalAddr()
-	raw, err := c.SyscallConn()
-	if err != nil {
-		c.Close()
-		return err
-	}
-	fd, dupErr := -1, error(nil)
-	err = raw.Control(func(f uintptr) {
-		syscall.ForkLock.RLock()
-		fd, dupErr = syscall.Dup(int(f))
-		if dupErr == nil {
-			syscall.CloseOnExec(fd)
-		}
-		syscall.ForkLock.RUnlock()
+	sc, err := transport.Serve(c, transport.ServeOptions{
+		MaxBodySize: s.opts.MaxBodySize,
+		Internal:    l.internal,
+		OnRequest:   s.onRequest,
+		OnClose: func(sc *transport.ServerConn) {
+			s.mu.Lock()
+			delete(s.conns, sc)
+			s.mu.Unlock()
+		},
 	})
-	c.Close()
-	if err == nil {
-		err = dupErr
-	}
 	if err != nil {
 		return err
-	}
-	conn, err := netpoll.NewFDConnection(fd)
-	if err != nil {
-		syscall.Close(fd)
-		return err
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	sc := &serverConn{conn: conn, remote: remote, local: local, ctx: ctx, cancel: cancel, created: time.Now()}
-	sc.writer = transport.NewFrameWriter(conn, func(err error) { s.writeFailed(sc, err) })
-	if s.opts.IdleTimeoutSec > 0 {
-		conn.SetIdleTimeout(time.Duration(s.opts.IdleTimeoutSec) * time.Second)
 	}
 	s.mu.Lock()
 	if s.state.Load() == stateStopped {
 		s.mu.Unlock()
-		conn.Close()
+		sc.Close()
 		return nil
 	}
 	s.conns[sc] = struct{}{}
 	s.mu.Unlock()
-	conn.AddCloseCallback(func(netpoll.Connection) error {
-		cancel()
+	if sc.Closed() { // closed before it was listed: OnClose found nothing to delete
 		s.mu.Lock()
 		delete(s.conns, sc)
 		s.mu.Unlock()
-		return nil
-	})
-	return conn.SetOnRequest(func(context.Context, netpoll.Connection) error { return s.onRequest(sc) })
-}
-
-// onRequest runs on netpoll's handler goroutine whenever data arrives. It
-// consumes every complete frame; it blocks only while the rest of a frame
-// already started is on its way. Handlers run on their own goroutines.
-func (s *Server) onRequest(sc *serverConn) error {
-	r := sc.conn.Reader()
-	for r.Len() > 0 {
-		frame, err := transport.NextFrame(r, s.opts.MaxBodySize)
-		if err != nil {
-			return s.closeConn(sc, err)
-		}
-		err = s.processFrame(sc, frame)
-		r.Release()
-		if err != nil {
-			return s.closeConn(sc, err)
-		}
 	}
 	return nil
 }
 
-func (s *Server) closeConn(sc *serverConn, err error) error {
-	if !errors.Is(err, netpoll.ErrEOF) && !errors.Is(err, netpoll.ErrConnClosed) {
-		slog.Warn("gobrpc: closing connection", "remote", sc.remote.String(), "err", err)
-	}
-	sc.conn.Close()
-	return err
-}
-
-// request is one request being served. The Controller lives inside it:
-// one allocation for both.
-type request struct {
-	cntl     controller.Controller
-	s        *Server
-	sc       *serverConn
-	m        *method
-	req      proto.Message
-	resp     proto.Message
+// baiduCall is a request that came over baidu_std.
+type baiduCall struct {
+	serverCall
+	sc       *transport.ServerConn
 	corrID   int64
 	checksum []byte
-	received time.Time
-	answered atomic.Bool
 }
 
-// processFrame handles one complete frame. An error closes the connection;
-// every other failure is answered with brpc's error reply.
-func (s *Server) processFrame(sc *serverConn, frame []byte) error {
-	meta := &sc.readMeta
-	meta.Reset()
-	msg, att, err := baidustd.DecodeFrame(frame, meta)
+// onRequest handles one frame, on the connection's reader. An error closes
+// the connection; every other failure is answered with brpc's error reply.
+func (s *Server) onRequest(sc *transport.ServerConn, meta *baidustd.Meta, msg, att []byte, err error) error {
 	if err != nil && !errors.Is(err, baidustd.ErrBadAttachmentSize) {
 		return fmt.Errorf("bad request frame: %w", err)
 	}
@@ -157,6 +74,9 @@ func (s *Server) processFrame(sc *serverConn, frame []byte) error {
 	if s.state.Load() != stateRunning {
 		return s.reject(sc, meta, controller.ELOGOFF, "Server is stopping")
 	}
+	if sc.Internal() {
+		return s.reject(sc, meta, controller.ENOMETHOD, "The internal port serves builtin services only")
+	}
 	m, code, text := s.findMethod(meta.ServiceName, meta.MethodName)
 	if code != 0 {
 		return s.reject(sc, meta, code, text)
@@ -168,7 +88,9 @@ func (s *Server) processFrame(sc *serverConn, frame []byte) error {
 		}
 	}
 	if meta.CompressType != 0 {
-		msg, err = baidustd.Decompress(nil, meta.CompressType, msg)
+		// Bounded by max_body_size, as an uncompressed request is: a
+		// compression bomb fails here instead of filling memory.
+		msg, err = baidustd.DecompressLimit(nil, meta.CompressType, msg, s.opts.MaxBodySize)
 		if err != nil {
 			return s.reject(sc, meta, controller.EREQUEST, "Fail to parse request="+m.fullName+": "+err.Error())
 		}
@@ -186,168 +108,97 @@ func (s *Server) processFrame(sc *serverConn, frame []byte) error {
 		return s.reject(sc, meta, code, text)
 	}
 
-	r := &request{
-		s: s, sc: sc, m: m, req: req, resp: newMessage(m.respType), received: received,
-		corrID: meta.CorrelationID, checksum: cloneBytes(meta.ChecksumValue),
+	r := &baiduCall{
+		serverCall: serverCall{s: s, m: m, req: req, resp: newMessage(m.respType), received: received},
+		sc:         sc, corrID: meta.CorrelationID, checksum: cloneBytes(meta.ChecksumValue),
 	}
+	r.replier = r
 	st := ctrl.Of(&r.cntl)
 	st.Server = true
 	st.LogID, st.HasLogID = meta.LogID, meta.HasLogID
-	st.ServiceName, st.MethodName = meta.ServiceName, meta.MethodName
-	st.RemoteSide, st.LocalSide = sc.remote, sc.local
-	st.Ctx = sc.ctx
+	st.ServiceName, st.MethodName = string(m.desc.Parent().FullName()), string(m.desc.Name())
+	st.RemoteSide, st.LocalSide = sc.RemoteAddr(), sc.LocalAddr()
+	st.Ctx = sc.Context()
 	st.TimeoutMsSent = meta.TimeoutMs
 	r.cntl.SetRequestCompressType(controller.CompressType(meta.CompressType))
 	if len(att) > 0 {
 		r.cntl.RequestAttachment().Write(att)
 	}
-	sc.inflight.Add(1)
-	s.workers.run(r)
+	sc.RequestStarted()
+	s.workers.run(&r.serverCall)
 	return nil
 }
 
 // reject answers a request that never reaches a handler with brpc's error
 // reply; the connection stays open.
-func (s *Server) reject(sc *serverConn, req *baidustd.Meta, code controller.Errno, reason string) error {
-	s.writeError(sc, req, code, reason)
+func (s *Server) reject(sc *transport.ServerConn, req *baidustd.Meta, code controller.Errno, reason string) error {
+	m := baidustd.Meta{
+		HasResponse:   true,
+		ErrorCode:     int32(code),
+		ErrorText:     baidustd.ServerErrorText(sc.LocalAddr().String(), int32(code), reason),
+		CorrelationID: req.CorrelationID,
+		ChecksumValue: req.ChecksumValue,
+	}
+	s.writeFrame(sc, &m, nil, nil)
 	return nil
 }
 
-// findMethod applies brpc's lookup rules: a service name without a dot is
-// a short name (ENOSERVICE when unknown); otherwise an unknown service or
-// method is ENOMETHOD.
-func (s *Server) findMethod(svcName, methodName string) (*method, controller.Errno, string) {
-	var svc *service
-	if !containsDot(svcName) {
-		svc = s.byShort[svcName]
-		if svc == nil {
-			return nil, controller.ENOSERVICE, "Fail to find service=" + svcName
-		}
-	} else {
-		svc = s.services[svcName]
-	}
-	if svc != nil {
-		if m := svc.methods[methodName]; m != nil {
-			return m, 0, ""
-		}
-	}
-	return nil, controller.ENOMETHOD, "Fail to find method=" + svcName + "/" + methodName
-}
-
-func containsDot(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] == '.' {
-			return true
-		}
-	}
-	return false
-}
-
-func (r *request) run() {
-	defer func() {
-		if p := recover(); p != nil {
-			slog.Error("gobrpc: handler panicked", "method", r.m.fullName, "panic", p, "stack", string(debug.Stack()))
-			if !r.answered.Load() {
-				r.cntl.SetFailed(controller.EINTERNAL, "handler of %s panicked: %v", r.m.fullName, p)
-				r.done()
-			}
-		}
-	}()
-	r.m.handler(&r.cntl, r.req, r.resp, r.done)
-}
-
-// done sends the response; it is the `done` handed to the handler.
-func (r *request) done() {
-	if r.answered.Swap(true) {
-		slog.Warn("gobrpc: done called more than once", "method", r.m.fullName)
-		return
-	}
-	defer r.sc.inflight.Add(-1)
-	cntl := &r.cntl
-	defer r.recordStats()
+// reply sends the handler's answer; it implements replier.
+func (r *baiduCall) reply(c *serverCall) {
+	defer r.sc.RequestDone()
+	cntl := &c.cntl
 	m := baidustd.Meta{
 		HasResponse:   true,
 		CorrelationID: r.corrID,
 		ChecksumValue: r.checksum, // brpc echoes the request's value
 	}
+	fail := func() {
+		m.ErrorCode, m.ErrorText = int32(cntl.ErrorCode()), cntl.ErrorText()
+		c.s.writeFrame(r.sc, &m, nil, nil)
+	}
 	if cntl.Failed() {
-		m.ErrorCode = int32(cntl.ErrorCode())
-		m.ErrorText = cntl.ErrorText()
-		r.s.write(r.sc, &m, nil, nil)
+		fail()
 		return
 	}
-	if !r.resp.ProtoReflect().IsValid() {
-		r.resp = newMessage(r.m.respType)
+	if !c.resp.ProtoReflect().IsValid() {
+		c.resp = newMessage(c.m.respType)
 	}
 	bufp := getBuf()
 	defer putBuf(bufp)
-	payload, err := proto.MarshalOptions{}.MarshalAppend((*bufp)[:0], r.resp)
+	payload, err := proto.MarshalOptions{}.MarshalAppend((*bufp)[:0], c.resp)
 	if err != nil {
-		cntl.SetFailed(controller.ERESPONSE, "Fail to serialize response=%s: %v", r.m.fullName, err)
-		m.ErrorCode, m.ErrorText = int32(cntl.ErrorCode()), cntl.ErrorText()
-		r.s.write(r.sc, &m, nil, nil)
+		cntl.SetFailed(controller.ERESPONSE, "Fail to serialize response=%s: %v", c.m.fullName, err)
+		fail()
 		return
 	}
 	*bufp = payload
 	if ct := cntl.ResponseCompressType(); ct != controller.CompressNone {
 		compressed, err := baidustd.Compress(nil, int32(ct), payload)
 		if err != nil {
-			cntl.SetFailed(controller.ERESPONSE, "Fail to compress response=%s: %v", r.m.fullName, err)
-			m.ErrorCode, m.ErrorText = int32(cntl.ErrorCode()), cntl.ErrorText()
-			r.s.write(r.sc, &m, nil, nil)
+			cntl.SetFailed(controller.ERESPONSE, "Fail to compress response=%s: %v", c.m.fullName, err)
+			fail()
 			return
 		}
 		payload = compressed
 		m.CompressType = int32(ct)
 	}
-	r.s.write(r.sc, &m, payload, cntl.ResponseAttachment().Bytes())
+	c.s.writeFrame(r.sc, &m, payload, cntl.ResponseAttachment().Bytes())
 }
 
-// recordStats counts the finished request in the method's bvars.
-func (r *request) recordStats() { r.s.endCall(r.m, r.received, &r.cntl) }
-
-// writeError answers a request that never reached a handler.
-func (s *Server) writeError(sc *serverConn, req *baidustd.Meta, code controller.Errno, reason string) {
-	m := baidustd.Meta{
-		HasResponse:   true,
-		ErrorCode:     int32(code),
-		ErrorText:     baidustd.ServerErrorText(sc.local.String(), int32(code), reason),
-		CorrelationID: req.CorrelationID,
-		ChecksumValue: req.ChecksumValue,
-	}
-	s.write(sc, &m, nil, nil)
-}
-
-func (s *Server) write(sc *serverConn, m *baidustd.Meta, payload, att []byte) {
+// writeFrame encodes one answer and hands it to the connection, which
+// never waits for the client: the head and the message are copied into one
+// buffer, the attachment is written from where it is.
+func (s *Server) writeFrame(sc *transport.ServerConn, m *baidustd.Meta, payload, att []byte) {
 	bufp := getBuf()
 	defer putBuf(bufp)
-	frame, err := baidustd.AppendFrame((*bufp)[:0], m, payload, att)
+	head, err := baidustd.AppendFrameHead((*bufp)[:0], m, len(payload), len(att))
 	if err != nil {
 		slog.Error("gobrpc: cannot encode response", "err", err)
 		return
 	}
-	*bufp = frame
-	err = sc.writer.Write(frame, sc.inflight.Load() > 1)
-	switch {
-	case errors.Is(err, transport.ErrOvercrowded):
-		// As brpc: the client reads too slowly; this answer is dropped (its
-		// call times out) and the connection keeps serving.
-		if !sc.overcrowdLogged.Swap(true) {
-			slog.Warn("gobrpc: dropped a response: the client does not read fast enough (socket_max_unwritten_bytes)",
-				"remote", sc.remote.String())
-		}
-	case err != nil:
-		s.writeFailed(sc, err)
-	}
-}
-
-// writeFailed closes a connection whose write failed: the responses queued
-// on it are lost, and its client sees the connection break.
-func (s *Server) writeFailed(sc *serverConn, err error) {
-	if sc.conn.IsActive() && !errors.Is(err, netpoll.ErrConnClosed) { // log the first failure only
-		slog.Warn("gobrpc: cannot write response; closing the connection", "remote", sc.remote.String(), "err", err)
-	}
-	sc.conn.Close()
+	head = append(head, payload...)
+	*bufp = head
+	sc.Reply(head, att) // an overcrowded answer is dropped; a failed write closes the connection
 }
 
 func cloneBytes(b []byte) []byte {

@@ -7,9 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"runtime/debug"
 	"strings"
-	"sync"
 	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
@@ -37,9 +35,14 @@ type taggedConn struct {
 func (s *Server) newHTTPServer() {
 	s.httpLn = newChanListener(s.addr)
 	s.httpConns = map[net.Conn]time.Time{}
+	idle := httpIdleTimeout
+	if s.opts.IdleTimeoutSec > 0 {
+		idle = time.Duration(s.opts.IdleTimeoutSec) * time.Second
+	}
 	s.http = &http.Server{
 		Handler:           s,
 		ReadHeaderTimeout: sniffTimeout,
+		IdleTimeout:       idle,
 		ErrorLog:          slog.NewLogLogger(slog.Default().Handler(), slog.LevelWarn),
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
 			tc, _ := c.(*taggedConn)
@@ -101,6 +104,27 @@ func isProtoContent(ct string) bool {
 	return strings.Contains(ct, "proto")
 }
 
+// Deadlines of an HTTP connection, so that a slow or silent client cannot
+// hold one open: reading a request's headers (sniffTimeout), reading its
+// body, writing an RPC's answer, and waiting for the next request
+// (Options.IdleTimeoutSec when set).
+const (
+	httpBodyTimeout  = 60 * time.Second
+	httpWriteTimeout = 60 * time.Second
+	httpIdleTimeout  = 60 * time.Second
+)
+
+// httpCall is a request that came over HTTP. The handler runs on net/http's
+// goroutine, which then waits for done (or for the client to leave) and
+// writes the answer.
+type httpCall struct {
+	serverCall
+	answered chan struct{}
+}
+
+// reply implements replier: the waiting HTTP goroutine writes the answer.
+func (h *httpCall) reply(*serverCall) { close(h.answered) }
+
 func (s *Server) servePB(w http.ResponseWriter, r *http.Request) {
 	local := localAddr(r)
 	fail := func(code controller.Errno, reason string) {
@@ -109,7 +133,7 @@ func (s *Server) servePB(w http.ResponseWriter, r *http.Request) {
 	path := strings.Trim(r.URL.Path, "/")
 	svcName, methodName, ok := strings.Cut(path, "/")
 	if !ok || svcName == "" || methodName == "" || strings.Contains(methodName, "/") {
-		fail(controller.ENOMETHOD, "Fail to find method="+path)
+		fail(controller.ENOMETHOD, "Fail to find method="+clip(path))
 		return
 	}
 	m, code, text := s.findMethod(svcName, methodName)
@@ -121,7 +145,10 @@ func (s *Server) servePB(w http.ResponseWriter, r *http.Request) {
 		fail(controller.ELOGOFF, "Server is stopping")
 		return
 	}
+	rc := http.NewResponseController(w)
+	rc.SetReadDeadline(time.Now().Add(httpBodyTimeout))
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, int64(s.opts.MaxBodySize)))
+	rc.SetReadDeadline(time.Time{}) // the handler may take its time
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
@@ -151,27 +178,38 @@ func (s *Server) servePB(w http.ResponseWriter, r *http.Request) {
 		fail(code, text)
 		return
 	}
-	resp := newMessage(m.respType)
-	var cntl controller.Controller
-	st := ctrl.Of(&cntl)
+	h := &httpCall{
+		serverCall: serverCall{s: s, m: m, req: req, resp: newMessage(m.respType), received: received},
+		answered:   make(chan struct{}),
+	}
+	h.replier = h
+	cntl := &h.cntl
+	st := ctrl.Of(cntl)
 	st.Server = true
 	st.ServiceName, st.MethodName = string(m.desc.Parent().FullName()), string(m.desc.Name())
 	st.RemoteSide = tcpAddr(r.RemoteAddr)
 	st.LocalSide = tcpAddr(local)
 	st.Ctx = r.Context()
-	runHandler(m, &cntl, req, resp)
-	s.endCall(m, received, &cntl)
+	h.run()
+	select {
+	case <-h.answered:
+	case <-r.Context().Done():
+		// The client left: nobody waits for the answer. The call still
+		// ends (and counts) when the handler calls done.
+		return
+	}
 
+	rc.SetWriteDeadline(time.Now().Add(httpWriteTimeout))
 	if cntl.Failed() {
 		writeHTTPError(w, cntl.ErrorCode(), cntl.ErrorText())
 		return
 	}
 	var out []byte
 	if protoBody {
-		out, err = proto.Marshal(resp)
+		out, err = proto.Marshal(h.resp)
 		w.Header().Set("Content-Type", "application/proto")
 	} else {
-		out, err = protojson.Marshal(resp)
+		out, err = protojson.Marshal(h.resp)
 		w.Header().Set("Content-Type", "application/json")
 	}
 	if err != nil {
@@ -179,25 +217,6 @@ func (s *Server) servePB(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Write(out)
-}
-
-// runHandler calls the handler and waits for its done, which may come
-// later from another goroutine. A panic is answered with EINTERNAL.
-func runHandler(m *method, cntl *controller.Controller, req, resp proto.Message) {
-	done := make(chan struct{})
-	var once sync.Once
-	finish := func() { once.Do(func() { close(done) }) }
-	func() {
-		defer func() {
-			if p := recover(); p != nil {
-				slog.Error("gobrpc: handler panicked", "method", m.fullName, "panic", p, "stack", string(debug.Stack()))
-				cntl.SetFailed(controller.EINTERNAL, "handler of %s panicked: %v", m.fullName, p)
-				finish()
-			}
-		}()
-		m.handler(cntl, req, resp, finish)
-	}()
-	<-done
 }
 
 func localAddr(r *http.Request) string {

@@ -30,6 +30,7 @@ import (
 
 	"github.com/gobrpc/gobrpc/bvar"
 	"github.com/gobrpc/gobrpc/flags"
+	"github.com/gobrpc/gobrpc/internal/transport"
 	"github.com/gobrpc/gobrpc/rpcz"
 	"github.com/gobrpc/gobrpc/server/builtin"
 	"github.com/gobrpc/gobrpc/server/limiter"
@@ -77,7 +78,7 @@ type Server struct {
 	mu        sync.Mutex
 	services  map[string]*service // by full name, e.g. "example.EchoService"
 	byShort   map[string]*service // by short name, e.g. "EchoService"
-	conns     map[*serverConn]struct{}
+	conns     map[*transport.ServerConn]struct{}
 	httpConns map[net.Conn]time.Time
 	sniffing  map[*net.TCPConn]struct{} // new connections whose protocol is not known yet
 
@@ -96,6 +97,7 @@ type Server struct {
 	inflight  atomic.Int64
 	workers   workerPool // runs the handlers of baidu_std requests
 	onStop    []func()   // run by Stop before it stops accepting
+	stopIdle  chan struct{} // closed by Join: ends closeIdleConnections
 	stopHooks sync.Once
 	drainMu   sync.Mutex
 	drainCond *sync.Cond
@@ -125,7 +127,7 @@ func New(opts *Options) *Server {
 	s := &Server{
 		services:  map[string]*service{},
 		byShort:   map[string]*service{},
-		conns:     map[*serverConn]struct{}{},
+		conns:     map[*transport.ServerConn]struct{}{},
 		httpConns: map[net.Conn]time.Time{},
 		sniffing:  map[*net.TCPConn]struct{}{},
 	}
@@ -297,6 +299,11 @@ func (s *Server) start(addr string) error {
 		s.pages = builtin.New(s, builtin.Options{AllowSetFlags: true})
 	}
 	s.newHTTPServer()
+	s.stopIdle = make(chan struct{})
+	if s.opts.IdleTimeoutSec > 0 {
+		s.loops.Add(1)
+		go s.closeIdleConnections(time.Duration(s.opts.IdleTimeoutSec) * time.Second)
+	}
 	for _, l := range []*listener{s.mainLn, s.internalLn} {
 		if l != nil {
 			s.loops.Add(1)
@@ -363,7 +370,9 @@ func (s *Server) OnStop(f func()) {
 }
 
 // Join waits until Stop was called and every request in flight has been
-// answered, then closes every connection.
+// answered (handlers called done; Join never waits for a client to read),
+// lets the answers still queued go out while their clients read them,
+// then closes every connection.
 func (s *Server) Join() {
 	if s.state.Load() == stateNew {
 		return
@@ -378,21 +387,82 @@ func (s *Server) Join() {
 	}
 	s.handshakes.Wait() // every new connection is handed over or closed
 	s.mu.Lock()
-	conns := make([]*serverConn, 0, len(s.conns))
+	conns := make([]*transport.ServerConn, 0, len(s.conns))
 	for c := range s.conns {
 		conns = append(conns, c)
 	}
 	s.mu.Unlock()
+	flushAnswers(conns)
 	for _, c := range conns {
-		c.conn.Close()
+		c.Close()
 	}
 	s.httpLn.Close()
 	s.http.Close()
+	close(s.stopIdle)
 	s.loops.Wait()
 	if s.pages != nil {
 		s.pages.Close()
 	}
 	s.hideServerStats()
+}
+
+// Join gives the answers queued on the connections this long to leave
+// once they stop moving (a client that does not read), and at most
+// joinFlushLimit in all.
+const (
+	joinFlushStall = 200 * time.Millisecond
+	joinFlushLimit = 5 * time.Second
+)
+
+// flushAnswers waits until the answers queued on conns are written, while
+// their clients keep reading them.
+func flushAnswers(conns []*transport.ServerConn) {
+	start := time.Now()
+	lastMove, lastWritten := start, int64(-1)
+	for {
+		unwritten, written := 0, int64(0)
+		for _, c := range conns {
+			unwritten += c.Unwritten()
+			written += c.Written()
+		}
+		now := time.Now()
+		if unwritten == 0 || now.Sub(start) > joinFlushLimit {
+			return
+		}
+		if written != lastWritten {
+			lastMove, lastWritten = now, written
+		} else if now.Sub(lastMove) > joinFlushStall {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// closeIdleConnections is brpc's idle_timeout_sec: once a second it closes
+// the baidu_std connections that carried no request for that long and
+// have none in flight.
+func (s *Server) closeIdleConnections(timeout time.Duration) {
+	defer s.loops.Done()
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stopIdle:
+			return
+		case now := <-t.C:
+			s.mu.Lock()
+			var idle []*transport.ServerConn
+			for c := range s.conns {
+				if c.InFlight() == 0 && now.Sub(c.IdleSince()) >= timeout {
+					idle = append(idle, c)
+				}
+			}
+			s.mu.Unlock()
+			for _, c := range idle {
+				c.Close()
+			}
+		}
+	}
 }
 
 // RunUntilAskedToQuit blocks until SIGINT or SIGTERM, then stops the

@@ -209,7 +209,7 @@ func (s *Server) Connections() []builtin.ConnectionStatus {
 	defer s.mu.Unlock()
 	out := make([]builtin.ConnectionStatus, 0, len(s.conns)+len(s.httpConns))
 	for c := range s.conns {
-		out = append(out, builtin.ConnectionStatus{Remote: c.remote, Local: c.local, Protocol: "baidu_std", Created: c.created})
+		out = append(out, builtin.ConnectionStatus{Remote: c.RemoteAddr(), Local: c.LocalAddr(), Protocol: "baidu_std", Created: c.Created(), InFlight: int64(c.InFlight())})
 	}
 	for c, created := range s.httpConns {
 		out = append(out, builtin.ConnectionStatus{Remote: c.RemoteAddr(), Local: c.LocalAddr(), Protocol: "http", Created: created})

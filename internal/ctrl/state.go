@@ -13,10 +13,12 @@ import (
 	"sync"
 )
 
-// Canceler is the in-flight call a Controller can cancel.
-type Canceler interface {
+// Call is a call made with a Controller, in flight or over.
+type Call interface {
 	// Cancel ends the call with ECANCELED if it has not ended yet.
 	Cancel()
+	// Wait returns once the call has ended and its done has returned.
+	Wait()
 }
 
 // State is the framework-owned part of a Controller.
@@ -40,14 +42,15 @@ type State struct {
 	ReceivedAtNs  int64
 	TimeoutMsSent int32 // the timeout the client delivered in the meta, 0 if none
 
-	// Call lifecycle (client side). Mu guards Call and CancelRequested.
+	// Call lifecycle (client side). Mu guards Call, CancelRequested and
+	// InUse. Call is the last call made with the Controller: the call
+	// itself is what Join waits on, so a done that Resets the Controller
+	// and starts the next call touches nothing the previous call still
+	// uses.
 	Mu              sync.Mutex
-	Call            Canceler
+	Call            Call
 	CancelRequested bool
 	InUse           bool
-	// Done is released once when an asynchronous or synchronous call ends;
-	// Controller.Join waits on it.
-	Done sync.WaitGroup
 }
 
 // Of returns the framework-owned state of a *controller.Controller.

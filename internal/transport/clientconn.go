@@ -3,7 +3,6 @@ package transport
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -26,107 +25,57 @@ type ResponseHandler interface {
 	HandleFailure(conn *ClientConn, code controller.Errno, text string)
 }
 
-// ClientConn is one client connection to a server. Writes are serialised;
-// responses are matched to waiting attempts by correlation id.
+// ClientConn is one client connection to a server. Writes never wait for
+// the server; responses are matched to waiting attempts by correlation id.
 type ClientConn struct {
-	conn        netpoll.Connection
-	ep          *Endpoint
-	remote      net.Addr
-	local       net.Addr
-	maxBodySize int
-
-	writer *FrameWriter
+	conn *Conn
+	ep   *Endpoint
 
 	mu      sync.Mutex
 	pending map[int64]ResponseHandler
 	broken  bool
 
 	closed   atomic.Bool
-	inflight atomic.Int32 // len(pending), read without mu as FrameWriter's batching hint
-
-	readMeta baidustd.Meta // reused by the reader; only it touches this
+	inflight atomic.Int32 // len(pending), read without mu as the Writer's batching hint
 }
 
 var errConnBroken = errors.New("connection is broken")
 
-func dial(ep *Endpoint, timeout time.Duration) (*ClientConn, error) {
-	nc, remote, local, err := dialNetpoll(ep.addr, timeout)
-	if err != nil {
-		return nil, err
-	}
-	c := &ClientConn{
-		conn:        nc,
-		ep:          ep,
-		remote:      remote,
-		local:       local,
-		maxBodySize: ep.opts.MaxBodySize,
-		pending:     make(map[int64]ResponseHandler),
-	}
-	c.writer = NewFrameWriter(nc, func(err error) {
-		slog.Warn("gobrpc: closing client connection after a failed write", "remote", c.remote.String(), "err", err)
-		c.Close()
-	})
-	if err := nc.SetOnRequest(c.onReadable); err != nil {
-		nc.Close()
-		return nil, err
-	}
-	nc.AddCloseCallback(func(netpoll.Connection) error {
-		c.failAll(controller.EEOF, "Got EOF of "+c.remote.String())
-		return nil
-	})
-	return c, nil
-}
-
-// dialNetpoll connects with Go's dialer and hands the socket to netpoll.
+// dial connects with Go's dialer and hands the socket to netpoll.
 // netpoll's own dialer reports a refused connection as "closed by peer";
 // Go's keeps the errno (ECONNREFUSED, ETIMEDOUT, EHOSTUNREACH ...), which
 // brpc's retry policy and users' logs rely on.
-func dialNetpoll(addr string, timeout time.Duration) (netpoll.Connection, net.Addr, net.Addr, error) {
+func dial(ep *Endpoint, timeout time.Duration) (*ClientConn, error) {
 	d := net.Dialer{Timeout: timeout}
-	gc, err := d.Dial("tcp", addr)
+	gc, err := d.Dial("tcp", ep.addr)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
-	tc := gc.(*net.TCPConn) // TCP_NODELAY is already on, as Go sets it
-	remote, local := tc.RemoteAddr(), tc.LocalAddr()
-	raw, err := tc.SyscallConn()
-	if err != nil {
-		tc.Close()
-		return nil, nil, nil, err
-	}
-	fd, dupErr := -1, error(nil)
-	err = raw.Control(func(s uintptr) {
-		syscall.ForkLock.RLock()
-		fd, dupErr = syscall.Dup(int(s))
-		if dupErr == nil {
-			syscall.CloseOnExec(fd)
-		}
-		syscall.ForkLock.RUnlock()
+	c := &ClientConn{ep: ep, pending: make(map[int64]ResponseHandler)}
+	eof := "Got EOF of " + gc.RemoteAddr().String()
+	// TCP_NODELAY is already on, as Go sets it.
+	conn, err := adopt(gc.(*net.TCPConn), ep.opts.MaxBodySize, c.onFrame, func() {
+		c.failAll(controller.EEOF, eof)
 	})
-	tc.Close() // the duplicate keeps the socket open
-	if err == nil {
-		err = dupErr
-	}
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
-	nc, err := netpoll.NewFDConnection(fd)
-	if err != nil {
-		syscall.Close(fd)
-		return nil, nil, nil, err
+	c.conn = conn
+	if err := conn.start(); err != nil {
+		return nil, err
 	}
-	return nc, remote, local, nil
+	return c, nil
 }
 
 // RemoteAddr is the server's address.
-func (c *ClientConn) RemoteAddr() net.Addr { return c.remote }
+func (c *ClientConn) RemoteAddr() net.Addr { return c.conn.remote }
 
 // LocalAddr is this end of the connection.
-func (c *ClientConn) LocalAddr() net.Addr { return c.local }
+func (c *ClientConn) LocalAddr() net.Addr { return c.conn.local }
 
 // Healthy reports whether the connection can carry requests.
 func (c *ClientConn) Healthy() bool {
-	if c.closed.Load() || !c.conn.IsActive() {
+	if c.closed.Load() || !c.conn.Active() {
 		return false
 	}
 	c.mu.Lock()
@@ -156,11 +105,11 @@ func (c *ClientConn) Unregister(id int64) {
 	c.mu.Unlock()
 }
 
-// Write sends one complete frame, batched with other writers' (see
-// FrameWriter). On an error the frame was not sent and the caller must
-// close the connection.
-func (c *ClientConn) Write(frame []byte) error {
-	return c.writer.Write(frame, c.inflight.Load() > 1)
+// Write sends one frame, head then body, without waiting for the server
+// (see Writer.Write). On an error the frame was not sent; unless it is
+// ErrOvercrowded the connection is closing.
+func (c *ClientConn) Write(head, body []byte) error {
+	return c.conn.Write(head, body, c.inflight.Load() > 1)
 }
 
 // Close closes the connection; waiting attempts fail with EFAILEDSOCKET.
@@ -168,7 +117,7 @@ func (c *ClientConn) Close() {
 	if c.closed.Swap(true) {
 		return
 	}
-	c.failAll(controller.EFAILEDSOCKET, "Connection to "+c.remote.String()+" was closed")
+	c.failAll(controller.EFAILEDSOCKET, "Connection to "+c.conn.remote.String()+" was closed")
 	c.conn.Close()
 }
 
@@ -187,48 +136,28 @@ func (c *ClientConn) failAll(code controller.Errno, text string) {
 	}
 }
 
-// onReadable runs on netpoll's handler goroutine whenever data arrives and
-// consumes every complete frame (see NextFrame).
-func (c *ClientConn) onReadable(_ context.Context, nc netpoll.Connection) error {
-	r := nc.Reader()
-	m := &c.readMeta
-	for r.Len() > 0 {
-		frame, err := NextFrame(r, c.maxBodySize)
-		if err != nil {
-			return c.protocolError(err)
-		}
-		m.Reset()
-		msg, att, err := baidustd.DecodeFrame(frame, m)
-		if err != nil && !errors.Is(err, baidustd.ErrBadAttachmentSize) {
-			// brpc drops a response whose meta it cannot parse; the
-			// attempt it belonged to will time out or be retried.
-			slog.Warn("gobrpc: dropped a malformed response", "remote", c.remote.String(), "err", err)
-			r.Release()
-			continue
-		}
-		c.mu.Lock()
-		h := c.pending[m.CorrelationID]
-		delete(c.pending, m.CorrelationID)
-		c.inflight.Store(int32(len(c.pending)))
-		c.mu.Unlock()
-		switch {
-		case h == nil: // the call ended already: drop it, as brpc does
-		case err != nil:
-			h.HandleFailure(c, controller.ERESPONSE, err.Error())
-		default:
-			h.HandleResponse(c, m, msg, att)
-		}
-		r.Release()
+// onFrame hands a response to the attempt waiting for it; it runs on the
+// connection's reader.
+func (c *ClientConn) onFrame(m *baidustd.Meta, msg, att []byte, err error) error {
+	if err != nil && !errors.Is(err, baidustd.ErrBadAttachmentSize) {
+		// brpc drops a response whose meta it cannot parse; the attempt
+		// it belonged to will time out or be retried.
+		logBadPeer.Warn("gobrpc: dropped a malformed response", "remote", c.conn.remote.String(), "err", err)
+		return nil
+	}
+	c.mu.Lock()
+	h := c.pending[m.CorrelationID]
+	delete(c.pending, m.CorrelationID)
+	c.inflight.Store(int32(len(c.pending)))
+	c.mu.Unlock()
+	switch {
+	case h == nil: // the call ended already, or an id never sent: drop it, as brpc does
+	case err != nil:
+		h.HandleFailure(c, controller.ERESPONSE, err.Error())
+	default:
+		h.HandleResponse(c, m, msg, att)
 	}
 	return nil
-}
-
-func (c *ClientConn) protocolError(err error) error {
-	if !errors.Is(err, netpoll.ErrEOF) && !errors.Is(err, netpoll.ErrConnClosed) {
-		slog.Warn("gobrpc: closing client connection", "remote", c.remote.String(), "err", err)
-	}
-	c.Close()
-	return err
 }
 
 // ErrnoOf maps a dial or write error to brpc's error code.
@@ -242,7 +171,7 @@ func ErrnoOf(err error) controller.Errno {
 		return controller.ETIMEDOUT
 	case errors.Is(err, netpoll.ErrEOF):
 		return controller.EEOF
-	case errors.Is(err, netpoll.ErrConnClosed):
+	case errors.Is(err, netpoll.ErrConnClosed), errors.Is(err, ErrWriterClosed):
 		return controller.EFAILEDSOCKET
 	}
 	var ne net.Error
@@ -251,7 +180,7 @@ func ErrnoOf(err error) controller.Errno {
 	}
 	var errno syscall.Errno
 	if errors.As(err, &errno) && errno > 0 && errno < 0x100 {
-		return controller.Errno(errno)
+		return controller.ErrnoOfSystem(errno)
 	}
 	return controller.EFAILEDSOCKET
 }

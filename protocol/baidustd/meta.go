@@ -349,11 +349,21 @@ func missing(field string) error {
 	return fmt.Errorf("%w: missing required field %s", ErrBadMeta, field)
 }
 
+// maxInterned bounds the names a reused Meta keeps between frames: real
+// service and method names are short, and a connection must not hold on to
+// a 10 MB name someone sent once while it sits idle.
+const maxInterned = 256
+
 // intern returns b as a string, reusing *cache when equal (no allocation:
-// the compiler does not copy for the comparison).
+// the compiler does not copy for the comparison). Names longer than
+// maxInterned are not cached.
 func intern(cache *string, b []byte) string {
 	if string(b) == *cache {
 		return *cache
+	}
+	if len(b) > maxInterned {
+		*cache = ""
+		return string(b)
 	}
 	*cache = string(b)
 	return *cache

@@ -1,0 +1,356 @@
+package transport
+
+import (
+	"errors"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"unsafe"
+
+	"github.com/cloudwego/netpoll"
+
+	"github.com/gobrpc/gobrpc/flags"
+)
+
+// MaxUnwrittenBytes is brpc's -socket_max_unwritten_bytes: a connection
+// whose peer does not read stops taking frames (ErrOvercrowded, which a
+// call sees as EOVERCROWDED and retries elsewhere) instead of queueing
+// without bound.
+var MaxUnwrittenBytes = flags.DefineInt64("socket_max_unwritten_bytes", 64<<20,
+	"Max unwritten bytes in each socket, if the limit is reached, Socket.Write fails with EOVERCROWDED",
+	flags.Positive[int64])
+
+// ErrOvercrowded is returned by Writer.Write when more than
+// MaxUnwrittenBytes wait to be written on the connection. The frame was not
+// taken; the connection is fine.
+var ErrOvercrowded = errors.New("too much unwritten data on the connection (socket_max_unwritten_bytes)")
+
+// ErrWriterClosed is returned by Write once the connection is closed.
+var ErrWriterClosed = errors.New("connection is closed")
+
+// Writer writes whole frames to one connection from many goroutines and
+// never makes a writer wait for the peer: brpc's Socket::Write with
+// KeepWrite.
+//
+// The first writer to find the connection idle writes its frame itself,
+// with a non-blocking syscall, and takes what the socket takes now. Frames
+// that come while a write is in progress are appended to a pending buffer,
+// which the writer in progress also writes before it returns. When the
+// socket is full, what is left goes to a background flusher goroutine that
+// waits for the peer (through netpoll) and returns; every later writer
+// appends and returns until the flusher has emptied the queue. So a
+// caller's goroutine and a server handler's done return at once whatever
+// the peer does, and MaxUnwrittenBytes bounds what a connection holds.
+//
+// Under load one syscall carries many frames. With 2 cores writers rarely
+// overlap by chance, so a writer that knows others are about to write
+// (othersLikely: more than one request in flight on the connection) queues
+// its frame and yields once before writing: the goroutines woken by the
+// same read add their frames, and one syscall carries them all. Measured
+// with tools/bench echobench (16 B, 64 callers): CPU per call -30%, p99
+// -30%. A lone caller never yields.
+type Writer struct {
+	nc      netpoll.Connection // the background flusher writes here: netpoll waits for writability
+	onError func(error)        // a write failed: close the connection
+
+	// fd is a duplicate of the socket for the non-blocking writes; it lives
+	// until Close, so a write never lands on a descriptor number the
+	// process reused. fdMu is held only for one non-blocking syscall.
+	fdMu sync.Mutex
+	fd   int
+
+	mu      sync.Mutex
+	busy    bool   // a writer or the flusher owns the socket
+	pending []byte // frames queued behind the write in progress
+	spare   []byte // a drained batch, kept to be reused
+	writing int    // bytes of the write in progress
+	err     error  // the first failure; every later Write fails with it
+
+	written atomic.Int64 // bytes written so far, for Server.Join's drain
+}
+
+// maxFlushRounds bounds how many batches a writer writes for others before
+// it hands the rest to the flusher, so a caller is not held up for long by
+// a stream of other writers' frames.
+const maxFlushRounds = 8
+
+// Batch buffers are reused: 512 callers of 1 KB make batches of about
+// 0.5 MB, and re-growing them cost more than the syscalls saved. A
+// connection keeps a buffer of up to maxSpare for itself; larger ones go to
+// batchPool, shared by all connections and emptied by the GC when unused,
+// so that thousands of connections that once saw a burst do not each hold
+// a large buffer. Batches over maxPooled are left to the GC.
+const (
+	maxSpare  = 64 << 10
+	maxPooled = 4 << 20
+)
+
+var batchPool sync.Pool // of *[]byte
+
+func getBatch() []byte {
+	if p, ok := batchPool.Get().(*[]byte); ok {
+		return (*p)[:0]
+	}
+	return nil
+}
+
+func putBatch(b []byte) {
+	if cap(b) <= maxPooled {
+		b = b[:0]
+		batchPool.Put(&b)
+	}
+}
+
+// newWriter writes to the socket behind nc through fd, a duplicate the
+// Writer owns and closes. onError is called once, from a writer's
+// goroutine, when a write fails (the connection must then be closed: the
+// frames queued on it are lost).
+func newWriter(nc netpoll.Connection, fd int, onError func(error)) *Writer {
+	return &Writer{nc: nc, fd: fd, onError: onError}
+}
+
+// Write sends head followed by body as one frame, or queues them; it never
+// waits for the peer. othersLikely says other writers are likely to be
+// runnable now (see Writer). It returns an error when the frame was not
+// taken: ErrOvercrowded when it would take the bytes waiting past
+// MaxUnwrittenBytes (nothing else is wrong: later frames may go), or the
+// connection failed or closed. head and body may be reused when Write
+// returns: what is queued is copied.
+func (w *Writer) Write(head, body []byte, othersLikely bool) error {
+	size := len(head) + len(body)
+	w.mu.Lock()
+	if w.err != nil {
+		err := w.err
+		w.mu.Unlock()
+		return err
+	}
+	if w.busy {
+		if int64(w.writing+len(w.pending)+size) > MaxUnwrittenBytes.Get() {
+			w.mu.Unlock()
+			return ErrOvercrowded
+		}
+		w.pending = append(append(w.pending, head...), body...)
+		w.mu.Unlock()
+		return nil
+	}
+	w.busy = true
+	if othersLikely {
+		w.pending = append(append(w.pending, head...), body...)
+		w.mu.Unlock()
+		runtime.Gosched()
+		w.drain()
+		return nil
+	}
+	w.writing = size
+	w.mu.Unlock()
+
+	n, err := w.writeNow(head, body)
+	if err != nil {
+		w.fail(err)
+		return err
+	}
+	if n < size {
+		// The socket is full: the rest goes first, before what others
+		// queued meanwhile, and the flusher waits for the peer.
+		w.mu.Lock()
+		rest := getBatch()
+		if n < len(head) {
+			rest = append(rest, head[n:]...)
+			rest = append(rest, body...)
+		} else {
+			rest = append(rest, body[n-len(head):]...)
+		}
+		rest = append(rest, w.pending...)
+		w.recycleLocked(w.pending)
+		w.pending = rest
+		w.writing = 0
+		w.mu.Unlock()
+		go w.flushInBackground()
+		return nil
+	}
+	w.drain()
+	return nil
+}
+
+// drain writes the pending frames until there are none; the caller owns
+// the socket (busy). What the socket does not take now goes to the
+// background flusher.
+func (w *Writer) drain() {
+	w.mu.Lock()
+	for round := 0; ; round++ {
+		w.writing = 0
+		if w.err != nil || len(w.pending) == 0 {
+			w.idleLocked()
+			w.mu.Unlock()
+			return
+		}
+		if round == maxFlushRounds {
+			w.mu.Unlock()
+			go w.flushInBackground() // still owns the socket: busy stays true
+			return
+		}
+		batch := w.takePendingLocked()
+		w.mu.Unlock()
+		n, err := w.writeNow(batch, nil)
+		if err != nil {
+			w.fail(err)
+			return
+		}
+		w.mu.Lock()
+		if n < len(batch) {
+			rest := append(batch[:copy(batch, batch[n:])], w.pending...)
+			w.recycleLocked(w.pending)
+			w.pending = rest
+			w.writing = 0
+			w.mu.Unlock()
+			go w.flushInBackground()
+			return
+		}
+		w.recycleLocked(batch)
+	}
+}
+
+// flushInBackground writes the pending frames through netpoll, which
+// waits for the peer to read, until none are left or the connection fails.
+func (w *Writer) flushInBackground() {
+	w.mu.Lock()
+	for {
+		w.writing = 0
+		if w.err != nil || len(w.pending) == 0 {
+			w.idleLocked()
+			w.mu.Unlock()
+			return
+		}
+		batch := w.takePendingLocked()
+		w.mu.Unlock()
+		_, err := w.nc.Write(batch)
+		if err != nil {
+			w.fail(err)
+			return
+		}
+		w.written.Add(int64(len(batch)))
+		w.mu.Lock()
+		w.recycleLocked(batch)
+	}
+}
+
+// takePendingLocked hands the pending frames over as one batch.
+func (w *Writer) takePendingLocked() []byte {
+	batch := w.pending
+	if w.spare != nil {
+		w.pending, w.spare = w.spare[:0], nil
+	} else {
+		w.pending = getBatch()
+	}
+	w.writing = len(batch)
+	return batch
+}
+
+// recycleLocked keeps a written batch's memory for the next one.
+func (w *Writer) recycleLocked(b []byte) {
+	switch {
+	case b == nil:
+	case cap(b) <= maxSpare && w.spare == nil:
+		w.spare = b[:0]
+	case cap(b) > maxSpare:
+		putBatch(b)
+	}
+}
+
+func (w *Writer) idleLocked() { w.busy = false }
+
+// writeNow writes what the socket takes now, without waiting.
+func (w *Writer) writeNow(head, body []byte) (int, error) {
+	w.fdMu.Lock()
+	defer w.fdMu.Unlock()
+	if w.fd < 0 {
+		return 0, ErrWriterClosed
+	}
+	total := 0
+	for len(head)+len(body) > 0 {
+		n, err := writev(w.fd, head, body)
+		if n > 0 {
+			total += n
+			if n >= len(head) {
+				body, head = body[n-len(head):], nil
+			} else {
+				head = head[n:]
+			}
+		}
+		switch {
+		case err == syscall.EINTR:
+		case err == syscall.EAGAIN:
+			w.written.Add(int64(total))
+			return total, nil
+		case err != nil:
+			return total, err
+		}
+	}
+	w.written.Add(int64(total))
+	return total, nil
+}
+
+// writev writes a then b with one syscall; n is 0 on an error.
+func writev(fd int, a, b []byte) (int, error) {
+	var iov [2]syscall.Iovec
+	cnt := 0
+	for _, p := range [2][]byte{a, b} {
+		if len(p) > 0 {
+			iov[cnt].Base = &p[0]
+			iov[cnt].SetLen(len(p))
+			cnt++
+		}
+	}
+	n, _, errno := syscall.Syscall(syscall.SYS_WRITEV, uintptr(fd), uintptr(unsafe.Pointer(&iov[0])), uintptr(cnt))
+	runtime.KeepAlive(a)
+	runtime.KeepAlive(b)
+	if errno != 0 {
+		return 0, errno
+	}
+	return int(n), nil
+}
+
+// fail records the first failure, drops what is queued and tells the
+// owner, who closes the connection.
+func (w *Writer) fail(err error) {
+	w.mu.Lock()
+	first := w.err == nil
+	if first {
+		w.err = err
+	}
+	w.pending, w.spare = nil, nil
+	w.writing = 0
+	w.idleLocked()
+	w.mu.Unlock()
+	if first {
+		w.onError(err)
+	}
+}
+
+// Unwritten is how many bytes wait to be written.
+func (w *Writer) Unwritten() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.writing + len(w.pending)
+}
+
+// Written counts the bytes written so far.
+func (w *Writer) Written() int64 { return w.written.Load() }
+
+// Close fails every later Write, drops what is queued and closes the
+// Writer's descriptor; the connection's owner closes the connection.
+func (w *Writer) Close() {
+	w.mu.Lock()
+	if w.err == nil {
+		w.err = ErrWriterClosed
+	}
+	w.pending, w.spare = nil, nil
+	w.mu.Unlock()
+	w.fdMu.Lock()
+	if w.fd >= 0 {
+		syscall.Close(w.fd)
+		w.fd = -1
+	}
+	w.fdMu.Unlock()
+}
