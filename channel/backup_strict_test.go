@@ -14,7 +14,7 @@ import (
 	"github.com/gobrpc/gobrpc/bvar"
 	"github.com/gobrpc/gobrpc/channel"
 	"github.com/gobrpc/gobrpc/controller"
-	"github.com/gobrpc/gobrpc/example/echo/echopb"
+	"github.com/gobrpc/gobrpc/testsupport/testpb"
 )
 
 // stallRun drives closed-loop callers through a normal phase and then a
@@ -31,7 +31,7 @@ func stallRun(t *testing.T, strict bool, normal, stall time.Duration) (backups, 
 		o.BackupRequestMaxRatio = 0.05
 		o.TimeoutMs = 1000
 	})
-	stub := echopb.NewEchoServiceStub(ch)
+	stub := testpb.NewEchoServiceStub(ch)
 	sent, _ := bvar.Find(ch.BackupVarPrefix() + "_backup_sent")
 
 	var completed atomic.Int64

@@ -16,7 +16,7 @@ import (
 	"github.com/gobrpc/gobrpc/bvar"
 	"github.com/gobrpc/gobrpc/channel"
 	"github.com/gobrpc/gobrpc/controller"
-	"github.com/gobrpc/gobrpc/example/echo/echopb"
+	"github.com/gobrpc/gobrpc/testsupport/testpb"
 	"github.com/gobrpc/gobrpc/rpcz"
 )
 
@@ -43,7 +43,7 @@ func TestBackupWinsOnSingleServer(t *testing.T) {
 	svc.Delay.Store(int64(300 * time.Millisecond))
 	svc.DelayEveryOther.Store(true) // the 0th, 2nd ... request sleeps
 	ch := clusterChannel(t, c.addrs[0], "", func(o *channel.Options) { o.BackupRequestMs = 20; o.TimeoutMs = 1000 })
-	stub := echopb.NewEchoServiceStub(ch)
+	stub := testpb.NewEchoServiceStub(ch)
 	for range 3 {
 		cntl := controller.New()
 		resp := echo(stub, cntl, "hi")
@@ -62,7 +62,7 @@ func TestBackupAvoidsTheFirstServer(t *testing.T) {
 	c := startCluster(t, 2)
 	c.svcs[0].Delay.Store(int64(300 * time.Millisecond)) // server 0 is slow
 	ch := clusterChannel(t, c.listURL(), "rr", func(o *channel.Options) { o.BackupRequestMs = 10; o.TimeoutMs = 1000 })
-	stub := echopb.NewEchoServiceStub(ch)
+	stub := testpb.NewEchoServiceStub(ch)
 	backedUp := 0
 	for range 10 {
 		cntl := controller.New()
@@ -94,7 +94,7 @@ func TestBackupVetoKeepsTheDeadline(t *testing.T) {
 		o.BackupRequestPolicy = policy
 	})
 	cntl := controller.New()
-	echo(echopb.NewEchoServiceStub(ch), cntl, "hi")
+	echo(testpb.NewEchoServiceStub(ch), cntl, "hi")
 	assert.Equal(t, controller.ERPCTIMEDOUT, cntl.ErrorCode())
 	assert.False(t, cntl.HasBackupRequest())
 	assert.Equal(t, int32(1), policy.asked.Load())
@@ -114,7 +114,7 @@ func TestBackupNeedsARetryLeft(t *testing.T) {
 		o.MaxRetry = 0
 	})
 	cntl := controller.New()
-	resp := echo(echopb.NewEchoServiceStub(ch), cntl, "late")
+	resp := echo(testpb.NewEchoServiceStub(ch), cntl, "late")
 	require.NoError(t, cntl.Err())
 	assert.Equal(t, "late", resp.GetMessage())
 	assert.False(t, cntl.HasBackupRequest())
@@ -157,7 +157,7 @@ func TestBackupSettingsPriority(t *testing.T) {
 			if tc.cntl != nil {
 				tc.cntl(cntl)
 			}
-			echo(echopb.NewEchoServiceStub(ch), cntl, "x")
+			echo(testpb.NewEchoServiceStub(ch), cntl, "x")
 			require.NoError(t, cntl.Err())
 			assert.Equal(t, tc.wantBackup, cntl.HasBackupRequest())
 		})
@@ -171,7 +171,7 @@ func TestOnRPCEndOncePerRPC(t *testing.T) {
 	c.svcs[0].Delay.Store(int64(50 * time.Millisecond))
 	policy := &countingPolicy{ms: 5, allow: true}
 	ch := clusterChannel(t, c.listURL(), "rr", func(o *channel.Options) { o.BackupRequestPolicy = policy })
-	stub := echopb.NewEchoServiceStub(ch)
+	stub := testpb.NewEchoServiceStub(ch)
 	for range 4 {
 		echo(stub, controller.New(), "sync")
 	}
@@ -179,7 +179,7 @@ func TestOnRPCEndOncePerRPC(t *testing.T) {
 	for range 4 {
 		wg.Add(1)
 		cntl := controller.New()
-		stub.Echo(cntl, &echopb.EchoRequest{Message: proto.String("async")}, &echopb.EchoResponse{}, wg.Done)
+		stub.Echo(cntl, &testpb.EchoRequest{Message: proto.String("async")}, &testpb.EchoResponse{}, wg.Done)
 	}
 	wg.Wait()
 	assert.Equal(t, int32(8), policy.rpcEnded.Load())
@@ -194,7 +194,7 @@ func TestOnRPCEndOncePerRPC(t *testing.T) {
 		_, err := sch.AddChannel(sub, "")
 		require.NoError(t, err)
 	}
-	sstub := echopb.NewEchoServiceStub(&sch)
+	sstub := testpb.NewEchoServiceStub(&sch)
 	for range 4 {
 		cntl := controller.New()
 		resp := echo(sstub, cntl, "schan")
@@ -204,7 +204,7 @@ func TestOnRPCEndOncePerRPC(t *testing.T) {
 	for range 4 {
 		wg.Add(1)
 		stub := sstub
-		stub.Echo(controller.New(), &echopb.EchoRequest{Message: proto.String("async")}, &echopb.EchoResponse{}, wg.Done)
+		stub.Echo(controller.New(), &testpb.EchoRequest{Message: proto.String("async")}, &testpb.EchoResponse{}, wg.Done)
 	}
 	wg.Wait()
 	assert.Equal(t, int32(8), schPolicy.rpcEnded.Load(), "once per SelectiveChannel RPC")
@@ -228,7 +228,7 @@ func TestSelectiveChannelBackupAcrossSubChannels(t *testing.T) {
 		_, err := sch.AddChannel(sub, "")
 		require.NoError(t, err)
 	}
-	stub := echopb.NewEchoServiceStub(&sch)
+	stub := testpb.NewEchoServiceStub(&sch)
 	for i := range 6 {
 		cntl := controller.New()
 		cntl.RequestAttachment().WriteString("att")
@@ -279,7 +279,7 @@ func TestRpczShowsTheBackupAttempt(t *testing.T) {
 	c := startCluster(t, 2)
 	c.svcs[0].Delay.Store(int64(300 * time.Millisecond))
 	ch := clusterChannel(t, c.listURL(), "rr", func(o *channel.Options) { o.BackupRequestMs = 20; o.TimeoutMs = 1000 })
-	stub := echopb.NewEchoServiceStub(ch)
+	stub := testpb.NewEchoServiceStub(ch)
 	for range 4 {
 		cntl := controller.New()
 		echo(stub, cntl, "x")

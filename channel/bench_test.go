@@ -6,8 +6,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/gobrpc/gobrpc/controller"
-	"github.com/gobrpc/gobrpc/example/echo/echopb"
-	"github.com/gobrpc/gobrpc/internal/echotest"
+	"github.com/gobrpc/gobrpc/testsupport/testpb"
+	"github.com/gobrpc/gobrpc/testsupport/echotest"
 )
 
 // One round trip over loopback, client and server in this process, with a
@@ -15,8 +15,8 @@ import (
 func BenchmarkEchoSerial(b *testing.B) {
 	srv, _ := echotest.StartServer(b, nil)
 	stub := newChannel(b, srv.ListenAddress().String(), nil)
-	req := &echopb.EchoRequest{Message: proto.String("0123456789abcdef")}
-	resp := &echopb.EchoResponse{}
+	req := &testpb.EchoRequest{Message: proto.String("0123456789abcdef")}
+	resp := &testpb.EchoResponse{}
 	cntl := controller.New()
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -37,8 +37,8 @@ func BenchmarkEchoParallel(b *testing.B) {
 	b.SetParallelism(16)
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
-		req := &echopb.EchoRequest{Message: proto.String("0123456789abcdef")}
-		resp := &echopb.EchoResponse{}
+		req := &testpb.EchoRequest{Message: proto.String("0123456789abcdef")}
+		resp := &testpb.EchoResponse{}
 		cntl := controller.New()
 		for pb.Next() {
 			cntl.Reset()

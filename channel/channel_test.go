@@ -21,7 +21,8 @@ import (
 	"github.com/gobrpc/gobrpc/channel"
 	"github.com/gobrpc/gobrpc/controller"
 	"github.com/gobrpc/gobrpc/example/echo/echopb"
-	"github.com/gobrpc/gobrpc/internal/echotest"
+	"github.com/gobrpc/gobrpc/testsupport/testpb"
+	"github.com/gobrpc/gobrpc/testsupport/echotest"
 	"github.com/gobrpc/gobrpc/protocol/baidustd"
 )
 
@@ -29,7 +30,7 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m, echotest.LeakOptions()...)
 }
 
-func newChannel(t testing.TB, addr string, mutate func(*channel.Options)) *echopb.EchoServiceStub {
+func newChannel(t testing.TB, addr string, mutate func(*channel.Options)) *testpb.EchoServiceStub {
 	t.Helper()
 	opts := channel.DefaultOptions()
 	if mutate != nil {
@@ -38,12 +39,12 @@ func newChannel(t testing.TB, addr string, mutate func(*channel.Options)) *echop
 	ch := &channel.Channel{}
 	require.NoError(t, ch.Init(addr, "", &opts))
 	t.Cleanup(func() { ch.Close() })
-	return echopb.NewEchoServiceStub(ch)
+	return testpb.NewEchoServiceStub(ch)
 }
 
-func echo(stub *echopb.EchoServiceStub, cntl *controller.Controller, msg string) *echopb.EchoResponse {
-	resp := &echopb.EchoResponse{}
-	stub.Echo(cntl, &echopb.EchoRequest{Message: proto.String(msg)}, resp, nil)
+func echo(stub *testpb.EchoServiceStub, cntl *controller.Controller, msg string) *testpb.EchoResponse {
+	resp := &testpb.EchoResponse{}
+	stub.Echo(cntl, &testpb.EchoRequest{Message: proto.String(msg)}, resp, nil)
 	return resp
 }
 
@@ -82,9 +83,9 @@ func TestAsyncCallRunsDoneOnce(t *testing.T) {
 	srv, _ := echotest.StartServer(t, nil)
 	stub := newChannel(t, srv.ListenAddress().String(), nil)
 	cntl := controller.New()
-	resp := &echopb.EchoResponse{}
+	resp := &testpb.EchoResponse{}
 	var runs atomic.Int32
-	stub.Echo(cntl, &echopb.EchoRequest{Message: proto.String("sleep:50ms")}, resp, func() {
+	stub.Echo(cntl, &testpb.EchoRequest{Message: proto.String("sleep:50ms")}, resp, func() {
 		runs.Add(1)
 		assert.Equal(t, "sleep:50ms", resp.GetMessage(), "done runs after resp is filled")
 	})
@@ -249,7 +250,13 @@ func TestRetryReconnectsAfterBrokenConnection(t *testing.T) {
 func TestRequestBytesMatchBrpc(t *testing.T) {
 	dir := filepath.Join("..", "protocol", "baidustd", "testdata", "brpc-wire")
 	fs := startFakeServer(t, false)
-	stub := newChannel(t, fs.ln.Addr().String(), nil)
+	// The frames were recorded from brpc's echo_client, calling brpc's
+	// example.EchoService.
+	opts := channel.DefaultOptions()
+	ch := &channel.Channel{}
+	require.NoError(t, ch.Init(fs.ln.Addr().String(), "", &opts))
+	t.Cleanup(func() { ch.Close() })
+	stub := echopb.NewEchoServiceStub(ch)
 	cases := map[string]func(*controller.Controller){
 		"plain":      func(*controller.Controller) {},
 		"attachment": func(c *controller.Controller) { c.RequestAttachment().WriteString("ATTACHMENT-BYTES") },
@@ -265,7 +272,7 @@ func TestRequestBytesMatchBrpc(t *testing.T) {
 			cntl := controller.New()
 			cntl.SetLogID(0) // brpc's echo_client sets log ids 0, 1, 2 ...
 			setup(cntl)
-			echo(stub, cntl, "hello world")
+			stub.Echo(cntl, &echopb.EchoRequest{Message: proto.String("hello world")}, &echopb.EchoResponse{}, nil)
 			require.NoError(t, cntl.Err())
 			got := <-fs.requests
 			var gm, wm baidustd.Meta
@@ -287,7 +294,7 @@ func TestStartCancel(t *testing.T) {
 
 	cntl := controller.New()
 	var runs atomic.Int32
-	stub.Echo(cntl, &echopb.EchoRequest{Message: proto.String("sleep:2s")}, &echopb.EchoResponse{}, func() { runs.Add(1) })
+	stub.Echo(cntl, &testpb.EchoRequest{Message: proto.String("sleep:2s")}, &testpb.EchoResponse{}, func() { runs.Add(1) })
 	time.Sleep(20 * time.Millisecond)
 	cntl.StartCancel()
 	cntl.Join()
@@ -319,10 +326,10 @@ func TestCloseFailsCallsAndReleasesConnections(t *testing.T) {
 	srv, _ := echotest.StartServer(t, nil)
 	var ch channel.Channel
 	require.NoError(t, ch.Init(srv.ListenAddress().String(), "", nil))
-	stub := echopb.NewEchoServiceStub(&ch)
+	stub := testpb.NewEchoServiceStub(&ch)
 
 	inflight := controller.New()
-	stub.Echo(inflight, &echopb.EchoRequest{Message: proto.String("sleep:300ms")}, &echopb.EchoResponse{}, func() {})
+	stub.Echo(inflight, &testpb.EchoRequest{Message: proto.String("sleep:300ms")}, &testpb.EchoResponse{}, func() {})
 	time.Sleep(30 * time.Millisecond)
 	require.NoError(t, ch.Close())
 	inflight.Join()

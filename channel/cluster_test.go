@@ -19,8 +19,8 @@ import (
 	"github.com/gobrpc/gobrpc/bvar"
 	"github.com/gobrpc/gobrpc/channel"
 	"github.com/gobrpc/gobrpc/controller"
-	"github.com/gobrpc/gobrpc/example/echo/echopb"
-	"github.com/gobrpc/gobrpc/internal/echotest"
+	"github.com/gobrpc/gobrpc/testsupport/testpb"
+	"github.com/gobrpc/gobrpc/testsupport/echotest"
 	"github.com/gobrpc/gobrpc/internal/transport"
 	"github.com/gobrpc/gobrpc/naming"
 	"github.com/gobrpc/gobrpc/server"
@@ -53,14 +53,14 @@ func (c *cluster) stop(i int) {
 func (c *cluster) restart(i int) {
 	srv := server.New(nil)
 	svc := &echotest.Service{Canceled: make(chan bool, 1)}
-	require.NoError(c.t, echopb.RegisterEchoServiceServer(srv, svc))
+	require.NoError(c.t, testpb.RegisterEchoServiceServer(srv, svc))
 	var err error
 	for range 50 { // the port may linger briefly
 		if err = srv.Start(c.addrs[i]); err == nil {
 			break
 		}
 		srv = server.New(nil)
-		require.NoError(c.t, echopb.RegisterEchoServiceServer(srv, svc))
+		require.NoError(c.t, testpb.RegisterEchoServiceServer(srv, svc))
 		time.Sleep(20 * time.Millisecond)
 	}
 	require.NoError(c.t, err)
@@ -91,7 +91,7 @@ func setHealthCheckInterval(t *testing.T, s int32) {
 func TestClusterSpreadsCalls(t *testing.T) {
 	c := startCluster(t, 3)
 	ch := clusterChannel(t, c.listURL(), "rr", nil)
-	stub := echopb.NewEchoServiceStub(ch)
+	stub := testpb.NewEchoServiceStub(ch)
 	for range 300 {
 		cntl := controller.New()
 		echo(stub, cntl, "x")
@@ -123,7 +123,7 @@ func TestClusterSurvivesServerStopAndRevivesIt(t *testing.T) {
 	setHealthCheckInterval(t, 1)
 	c := startCluster(t, 3)
 	ch := clusterChannel(t, c.listURL(), "rr", func(o *channel.Options) { o.MaxRetry = 3; o.TimeoutMs = 2000 })
-	stub := echopb.NewEchoServiceStub(ch)
+	stub := testpb.NewEchoServiceStub(ch)
 
 	var failed, total atomic.Int64
 	stop := make(chan struct{})
@@ -190,7 +190,7 @@ func TestClusterWithASilentServer(t *testing.T) {
 	})
 	url := "list://" + strings.Join(append(c.addrs, ln.Addr().String()), ",")
 	ch := clusterChannel(t, url, "rr", func(o *channel.Options) { o.TimeoutMs = 100 })
-	stub := echopb.NewEchoServiceStub(ch)
+	stub := testpb.NewEchoServiceStub(ch)
 	var ok, timedOut int
 	for range 30 {
 		cntl := controller.New()
@@ -219,7 +219,7 @@ func TestClusterNamingFileRewrittenUnderLoad(t *testing.T) {
 	}
 	write(c.addrs[0], c.addrs[1])
 	ch := clusterChannel(t, "file://"+path, "rr", nil)
-	stub := echopb.NewEchoServiceStub(ch)
+	stub := testpb.NewEchoServiceStub(ch)
 	var failed atomic.Int64
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -258,7 +258,7 @@ func TestClusterWithoutServers(t *testing.T) {
 	require.NoError(t, os.WriteFile(path, nil, 0o644))
 	ch := clusterChannel(t, "file://"+path, "rr", func(o *channel.Options) { o.MaxRetry = 0 })
 	cntl := controller.New()
-	echo(echopb.NewEchoServiceStub(ch), cntl, "x")
+	echo(testpb.NewEchoServiceStub(ch), cntl, "x")
 	assert.Equal(t, controller.ENODATA, cntl.ErrorCode(), cntl.ErrorText())
 
 	var strict channel.Channel
@@ -277,7 +277,7 @@ func TestNamingServiceFilter(t *testing.T) {
 	ch := clusterChannel(t, c.listURL(), "rr", func(o *channel.Options) {
 		o.NamingServiceFilter = naming.FilterFunc(func(n naming.Node) bool { return n.Addr == c.addrs[1] })
 	})
-	stub := echopb.NewEchoServiceStub(ch)
+	stub := testpb.NewEchoServiceStub(ch)
 	for range 10 {
 		cntl := controller.New()
 		echo(stub, cntl, "x")
@@ -291,7 +291,7 @@ func TestNamingServiceFilter(t *testing.T) {
 func TestRetryAvoidsTriedServer(t *testing.T) {
 	c := startCluster(t, 2)
 	ch := clusterChannel(t, c.listURL(), "rr", func(o *channel.Options) { o.MaxRetry = 1 })
-	stub := echopb.NewEchoServiceStub(ch)
+	stub := testpb.NewEchoServiceStub(ch)
 	for range 10 {
 		c.svcs[0].Calls.Store(0)
 		c.svcs[1].Calls.Store(0)
@@ -330,7 +330,7 @@ func TestSelectiveChannel(t *testing.T) {
 	_, err = sch.AddChannel(single, "")
 	assert.Error(t, err, "a sub-channel is added once")
 
-	stub := echopb.NewEchoServiceStub(&sch)
+	stub := testpb.NewEchoServiceStub(&sch)
 	for range 60 {
 		cntl := controller.New()
 		cntl.RequestAttachment().WriteString("att")
@@ -378,7 +378,7 @@ func TestSelectiveChannelSkipsDeadSubChannelAndOwnsDeadline(t *testing.T) {
 	_, err = sch.AddChannel(live, "")
 	require.NoError(t, err)
 
-	stub := echopb.NewEchoServiceStub(&sch)
+	stub := testpb.NewEchoServiceStub(&sch)
 	for range 10 {
 		cntl := controller.New()
 		echo(stub, cntl, "x")
@@ -399,11 +399,11 @@ func TestSelectiveChannelErrors(t *testing.T) {
 	_, err = sch.AddChannel(nil, "")
 	assert.Error(t, err)
 	cntl := controller.New()
-	echo(echopb.NewEchoServiceStub(&sch), cntl, "x")
+	echo(testpb.NewEchoServiceStub(&sch), cntl, "x")
 	assert.Equal(t, controller.ENODATA, cntl.ErrorCode(), "no sub-channel")
 	sch.Close()
 	cntl = controller.New()
-	echo(echopb.NewEchoServiceStub(&sch), cntl, "x")
+	echo(testpb.NewEchoServiceStub(&sch), cntl, "x")
 	assert.Equal(t, controller.EINVAL, cntl.ErrorCode())
 	_ = fmt.Sprint()
 	_ = proto.String

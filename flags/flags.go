@@ -31,6 +31,8 @@ type Value interface {
 	// Reloadable reports whether the flag may change at run time: it has a
 	// validator, as brpc requires of reloadable gflags.
 	Reloadable() bool
+	// Secret reports whether the value must never be shown (DefineSecret).
+	Secret() bool
 }
 
 var (
@@ -140,36 +142,56 @@ func (f *Flag[T]) Get() T {
 	return *f.cur.Load()
 }
 
-// SetValue validates and stores v.
+// SetValue validates and stores v; the error names the flag.
 func (f *Flag[T]) SetValue(v T) error {
-	if f.validate != nil {
-		if err := f.validate(v); err != nil {
-			return fmt.Errorf("invalid value %v for flag -%s: %w", v, f.name, err)
-		}
+	if err := f.check(v); err != nil {
+		return fmt.Errorf("invalid value %v for flag -%s: %w", v, f.name, err)
 	}
 	f.store(v)
 	return nil
 }
 
-// Set parses s and stores it (flag.Value).
+// Set parses s and stores it (flag.Value). The error is only the reason:
+// the flag package, like the /flags page, says which flag and value.
 func (f *Flag[T]) Set(s string) error {
 	v, err := parse[T](s)
 	if err != nil {
-		return fmt.Errorf("invalid value %q for flag -%s: %w", s, f.name, err)
+		return err
 	}
-	return f.SetValue(v)
+	if err := f.check(v); err != nil {
+		return err
+	}
+	f.store(v)
+	return nil
 }
 
-// String formats the current value (flag.Value).
+func (f *Flag[T]) check(v T) error {
+	if f.validate == nil {
+		return nil
+	}
+	return f.validate(v)
+}
+
+// String formats the current value (flag.Value). The flag package also
+// calls it on a zero Flag it makes itself, to tell whether -help should
+// print the default.
 func (f *Flag[T]) String() string {
 	if f == nil {
 		return ""
 	}
-	if f.secret && any(f.Get()) != any("") {
+	p := f.cur.Load()
+	if p == nil {
+		var zero T
+		return format(zero)
+	}
+	if f.secret && any(*p) != any("") {
 		return "<hidden>"
 	}
-	return format(f.Get())
+	return format(*p)
 }
+
+// Secret reports whether the flag's value must never be shown.
+func (f *Flag[T]) Secret() bool { return f.secret }
 
 // IsBoolFlag lets `-flag` alone mean true for bool flags.
 func (f *Flag[T]) IsBoolFlag() bool {
@@ -210,8 +232,12 @@ func parse[T int32 | int64 | float64 | bool | string](s string) (T, error) {
 	case string:
 		out = s
 	}
-	if err != nil {
-		return zero, err
+	var ne *strconv.NumError
+	switch {
+	case errors.As(err, &ne) && errors.Is(ne.Err, strconv.ErrRange):
+		return zero, errors.New("value out of range")
+	case err != nil:
+		return zero, errors.New("parse error")
 	}
 	return out.(T), nil
 }

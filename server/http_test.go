@@ -14,8 +14,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/gobrpc/gobrpc/bvar"
-	"github.com/gobrpc/gobrpc/example/echo/echopb"
-	"github.com/gobrpc/gobrpc/internal/echotest"
+	"github.com/gobrpc/gobrpc/testsupport/testpb"
+	"github.com/gobrpc/gobrpc/testsupport/echotest"
 	"github.com/gobrpc/gobrpc/server"
 )
 
@@ -33,7 +33,7 @@ func TestHTTPJSONAndProtoCalls(t *testing.T) {
 	srv, svc := echotest.StartServer(t, nil)
 	base := "http://" + srv.ListenAddress().String()
 
-	code, body, hdr := post(t, base+"/example.EchoService/Echo", "application/json", []byte(`{"message":"hi"}`))
+	code, body, hdr := post(t, base+"/gobrpc.test.EchoService/Echo", "application/json", []byte(`{"message":"hi"}`))
 	assert.Equal(t, 200, code, body)
 	assert.JSONEq(t, `{"message":"hi"}`, body)
 	assert.Contains(t, hdr.Get("Content-Type"), "json")
@@ -42,19 +42,19 @@ func TestHTTPJSONAndProtoCalls(t *testing.T) {
 	assert.Equal(t, 200, code, body)
 	assert.JSONEq(t, `{"message":"short name"}`, body)
 
-	pb, err := proto.Marshal(&echopb.EchoRequest{Message: proto.String("binary")})
+	pb, err := proto.Marshal(&testpb.EchoRequest{Message: proto.String("binary")})
 	require.NoError(t, err)
-	code, body, hdr = post(t, base+"/example.EchoService/Echo", "application/proto", pb)
+	code, body, hdr = post(t, base+"/gobrpc.test.EchoService/Echo", "application/proto", pb)
 	assert.Equal(t, 200, code)
 	assert.Equal(t, "application/proto", hdr.Get("Content-Type"))
-	var resp echopb.EchoResponse
+	var resp testpb.EchoResponse
 	require.NoError(t, proto.Unmarshal([]byte(body), &resp))
 	assert.Equal(t, "binary", resp.GetMessage())
 	assert.Equal(t, int64(3), svc.Calls.Load())
 
 	// The method's bvars, named as brpc names them.
 	port := srv.ListenAddress().(*net.TCPAddr).Port
-	v, ok := bvar.Describe("rpc_server_" + strconv.Itoa(port) + "_example_echo_service_echo_count")
+	v, ok := bvar.Describe("rpc_server_" + strconv.Itoa(port) + "_gobrpc_test_echo_service_echo_count")
 	require.True(t, ok)
 	assert.Equal(t, "3", v)
 }
@@ -67,15 +67,15 @@ func TestHTTPStatusMapping(t *testing.T) {
 		status           int
 		text             string
 	}{
-		{"unknown method", "/example.EchoService/Nope", `{}`, 404, "[E1002]Fail to find method=example.EchoService/Nope"},
+		{"unknown method", "/gobrpc.test.EchoService/Nope", `{}`, 404, "[E1002]Fail to find method=gobrpc.test.EchoService/Nope"},
 		{"unknown service", "/Nope/Echo", `{}`, 404, "[E1001]Fail to find service=Nope"},
 		{"bad path", "/a/b/c", `{}`, 404, "[E1002]"},
-		{"bad json", "/example.EchoService/Echo", `{"message":`, 400, "[E1003]"},
-		{"missing required field", "/example.EchoService/Echo", `{}`, 400, "[E1003]"},
-		{"ELIMIT", "/example.EchoService/Echo", `{"message":"fail:ELIMIT"}`, 503, "[E2004]"},
-		{"ELOGOFF", "/example.EchoService/Echo", `{"message":"fail:ELOGOFF"}`, 503, "[E2003]"},
-		{"EREQUEST", "/example.EchoService/Echo", `{"message":"fail:EREQUEST"}`, 400, "[E1003]"},
-		{"EINTERNAL", "/example.EchoService/Echo", `{"message":"fail:EINTERNAL"}`, 500, "[E2001]"},
+		{"bad json", "/gobrpc.test.EchoService/Echo", `{"message":`, 400, "[E1003]"},
+		{"missing required field", "/gobrpc.test.EchoService/Echo", `{}`, 400, "[E1003]"},
+		{"ELIMIT", "/gobrpc.test.EchoService/Echo", `{"message":"fail:ELIMIT"}`, 503, "[E2004]"},
+		{"ELOGOFF", "/gobrpc.test.EchoService/Echo", `{"message":"fail:ELOGOFF"}`, 503, "[E2003]"},
+		{"EREQUEST", "/gobrpc.test.EchoService/Echo", `{"message":"fail:EREQUEST"}`, 400, "[E1003]"},
+		{"EINTERNAL", "/gobrpc.test.EchoService/Echo", `{"message":"fail:EINTERNAL"}`, 500, "[E2001]"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -90,11 +90,11 @@ func TestHTTPBodyLimit(t *testing.T) {
 	srv, svc := echotest.StartServer(t, &server.Options{MaxBodySize: 1024})
 	base := "http://" + srv.ListenAddress().String()
 	big := `{"message":"` + strings.Repeat("x", 4096) + `"}`
-	code, _, _ := post(t, base+"/example.EchoService/Echo", "application/json", []byte(big))
+	code, _, _ := post(t, base+"/gobrpc.test.EchoService/Echo", "application/json", []byte(big))
 	assert.Equal(t, http.StatusRequestEntityTooLarge, code)
 	assert.Zero(t, svc.Calls.Load())
 	// Others keep being served.
-	code, _, _ = post(t, base+"/example.EchoService/Echo", "application/json", []byte(`{"message":"ok"}`))
+	code, _, _ = post(t, base+"/gobrpc.test.EchoService/Echo", "application/json", []byte(`{"message":"ok"}`))
 	assert.Equal(t, 200, code)
 }
 
@@ -127,7 +127,7 @@ func TestInternalPort(t *testing.T) {
 	resp.Body.Close()
 	assert.Equal(t, http.StatusForbidden, resp.StatusCode, "max_body_size is not reloadable")
 
-	code, body, _ := post(t, main+"/example.EchoService/Echo", "application/json", []byte(`{"message":"hi"}`))
+	code, body, _ := post(t, main+"/gobrpc.test.EchoService/Echo", "application/json", []byte(`{"message":"hi"}`))
 	assert.Equal(t, 200, code, body)
 }
 

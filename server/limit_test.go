@@ -15,8 +15,8 @@ import (
 	"github.com/gobrpc/gobrpc/bvar"
 	"github.com/gobrpc/gobrpc/channel"
 	"github.com/gobrpc/gobrpc/controller"
-	"github.com/gobrpc/gobrpc/example/echo/echopb"
-	"github.com/gobrpc/gobrpc/internal/echotest"
+	"github.com/gobrpc/gobrpc/testsupport/testpb"
+	"github.com/gobrpc/gobrpc/testsupport/echotest"
 	"github.com/gobrpc/gobrpc/server"
 )
 
@@ -28,13 +28,13 @@ func concurrentCalls(t *testing.T, addr string, n int) []*controller.Controller 
 	var ch channel.Channel
 	require.NoError(t, ch.Init(addr, "", &opts))
 	defer ch.Close()
-	stub := echopb.NewEchoServiceStub(&ch)
+	stub := testpb.NewEchoServiceStub(&ch)
 	cntls := make([]*controller.Controller, n)
 	var wg sync.WaitGroup
 	for i := range cntls {
 		cntls[i] = controller.New()
 		wg.Add(1)
-		stub.Echo(cntls[i], &echopb.EchoRequest{Message: proto.String("sleep:200ms")}, &echopb.EchoResponse{}, wg.Done)
+		stub.Echo(cntls[i], &testpb.EchoRequest{Message: proto.String("sleep:200ms")}, &testpb.EchoResponse{}, wg.Done)
 	}
 	wg.Wait()
 	return cntls
@@ -55,12 +55,12 @@ func TestServerMaxConcurrency(t *testing.T) {
 
 func TestMethodMaxConcurrency(t *testing.T) {
 	srv := server.New(nil)
-	require.NoError(t, echopb.RegisterEchoServiceServer(srv, &echotest.Service{}))
-	require.NoError(t, srv.MaxConcurrencyOf("example.EchoService.Echo").Set(1))
+	require.NoError(t, testpb.RegisterEchoServiceServer(srv, &echotest.Service{}))
+	require.NoError(t, srv.MaxConcurrencyOf("gobrpc.test.EchoService.Echo").Set(1))
 	require.NoError(t, srv.Start("127.0.0.1:0"))
 	defer func() { srv.Stop(); srv.Join() }()
 	port := strconv.Itoa(srv.ListenAddress().(*net.TCPAddr).Port)
-	v, ok := bvar.Describe("rpc_server_" + port + "_example_echo_service_echo_max_concurrency")
+	v, ok := bvar.Describe("rpc_server_" + port + "_gobrpc_test_echo_service_echo_max_concurrency")
 	require.True(t, ok)
 	assert.Equal(t, "1", v)
 
@@ -68,7 +68,7 @@ func TestMethodMaxConcurrency(t *testing.T) {
 	for _, c := range concurrentCalls(t, srv.ListenAddress().String(), 3) {
 		if c.Failed() {
 			assert.Equal(t, controller.ELIMIT, c.ErrorCode())
-			assert.Contains(t, c.ErrorText(), "Rejected by example.EchoService.Echo's ConcurrencyLimiter, concurrency=")
+			assert.Contains(t, c.ErrorText(), "Rejected by gobrpc.test.EchoService.Echo's ConcurrencyLimiter, concurrency=")
 			limited++
 		}
 	}
@@ -88,16 +88,16 @@ func TestMethodMaxConcurrency(t *testing.T) {
 
 func TestMaxConcurrencyOfErrors(t *testing.T) {
 	srv := server.New(nil)
-	require.NoError(t, echopb.RegisterEchoServiceServer(srv, &echotest.Service{}))
-	assert.Error(t, srv.MaxConcurrencyOf("example.EchoService.Nope").Set(3))
+	require.NoError(t, testpb.RegisterEchoServiceServer(srv, &echotest.Service{}))
+	assert.Error(t, srv.MaxConcurrencyOf("gobrpc.test.EchoService.Nope").Set(3))
 	assert.Error(t, srv.MaxConcurrencyOf("Echo").Set(3))
-	assert.Error(t, srv.MaxConcurrencyOf("example.EchoService.Echo").Set("nosuch"))
-	assert.Error(t, srv.MaxConcurrencyOf("example.EchoService.Echo").Set(-1))
-	assert.Error(t, srv.MaxConcurrencyOf("example.EchoService.Echo").Set(1.5))
+	assert.Error(t, srv.MaxConcurrencyOf("gobrpc.test.EchoService.Echo").Set("nosuch"))
+	assert.Error(t, srv.MaxConcurrencyOf("gobrpc.test.EchoService.Echo").Set(-1))
+	assert.Error(t, srv.MaxConcurrencyOf("gobrpc.test.EchoService.Echo").Set(1.5))
 	for _, v := range []any{"unlimited", 0, "auto", "bbr", "timeout", int64(10), "10"} {
-		assert.NoError(t, srv.MaxConcurrencyOf("example.EchoService.Echo").Set(v), "%v", v)
+		assert.NoError(t, srv.MaxConcurrencyOf("gobrpc.test.EchoService.Echo").Set(v), "%v", v)
 	}
 	require.NoError(t, srv.Start("127.0.0.1:0"))
 	defer func() { srv.Stop(); srv.Join() }()
-	assert.Error(t, srv.MaxConcurrencyOf("example.EchoService.Echo").Set(3), "after Start")
+	assert.Error(t, srv.MaxConcurrencyOf("gobrpc.test.EchoService.Echo").Set(3), "after Start")
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/gobrpc/gobrpc/internal/echotest"
+	"github.com/gobrpc/gobrpc/testsupport/echotest"
 )
 
 // A client that sends and does not read: once more than
@@ -27,7 +27,7 @@ func TestOvercrowdedResponsesAreDropped(t *testing.T) {
 	att := make([]byte, 64<<10)
 	go func() { // 12.5 MB of requests; each answer carries the attachment back
 		for i := range n {
-			if _, err := c.Write(requestFrame(t, "example.EchoService", "Echo", int64(i), echoPayload(t, "x"), att)); err != nil {
+			if _, err := c.Write(requestFrame(t, "gobrpc.test.EchoService", "Echo", int64(i), echoPayload(t, "x"), att)); err != nil {
 				return
 			}
 		}
@@ -51,7 +51,7 @@ func TestOvercrowdedResponsesAreDropped(t *testing.T) {
 	assert.Positive(t, got)
 	assert.Less(t, got, n, "answers beyond the limit are dropped")
 
-	c.send(requestFrame(t, "example.EchoService", "Echo", 1000, echoPayload(t, "still here"), nil))
+	c.send(requestFrame(t, "gobrpc.test.EchoService", "Echo", 1000, echoPayload(t, "still here"), nil))
 	m, _, _ := decode(t, c.readFrame())
 	assert.Equal(t, int64(1000), m.CorrelationID, "the connection keeps serving")
 	assert.Zero(t, m.ErrorCode)

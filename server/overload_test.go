@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gobrpc/gobrpc/bvar"
-	"github.com/gobrpc/gobrpc/internal/loadtest"
+	"github.com/gobrpc/gobrpc/testsupport/loadtest"
 )
 
 // TestOverloadAdaptiveLimiter puts a real server on loopback, whose Echo
@@ -88,7 +88,7 @@ func TestOverloadAdaptiveLimiter(t *testing.T) {
 	// The limit and the requests in the service, every 100 ms, for the
 	// log.
 	port := strconv.Itoa(srv.Server.ListenAddress().(*net.TCPAddr).Port)
-	limitVar := "rpc_server_" + port + "_example_echo_service_echo_max_concurrency"
+	limitVar := "rpc_server_" + port + "_gobrpc_test_echo_service_echo_max_concurrency"
 	var trace []string
 	var stall time.Duration // the largest lateness of the 100 ms ticks
 	stopTrace := make(chan struct{})

@@ -20,7 +20,8 @@ import (
 	"github.com/gobrpc/gobrpc/channel"
 	"github.com/gobrpc/gobrpc/controller"
 	"github.com/gobrpc/gobrpc/example/echo/echopb"
-	"github.com/gobrpc/gobrpc/internal/echotest"
+	"github.com/gobrpc/gobrpc/testsupport/testpb"
+	"github.com/gobrpc/gobrpc/testsupport/echotest"
 	"github.com/gobrpc/gobrpc/protocol/baidustd"
 	"github.com/gobrpc/gobrpc/server"
 )
@@ -85,7 +86,7 @@ func decode(t *testing.T, frame []byte) (baidustd.Meta, []byte, []byte) {
 }
 
 func echoPayload(t *testing.T, s string) []byte {
-	b, err := proto.Marshal(&echopb.EchoRequest{Message: proto.String(s)})
+	b, err := proto.Marshal(&testpb.EchoRequest{Message: proto.String(s)})
 	require.NoError(t, err)
 	return b
 }
@@ -98,10 +99,24 @@ func requestFrame(t *testing.T, service, method string, id int64, payload, att [
 	return b
 }
 
+// brpcEcho serves brpc's example.EchoService (example/echo/echopb), which
+// the golden frames recorded from C++ brpc call, as brpc's echo_c++
+// server does.
+type brpcEcho struct{}
+
+func (brpcEcho) Echo(cntl *controller.Controller, req *echopb.EchoRequest, resp *echopb.EchoResponse, done func()) {
+	defer done()
+	resp.Message = req.Message
+	cntl.ResponseAttachment().Write(cntl.RequestAttachment().Bytes())
+}
+
 // The server answers each golden request recorded from C++ brpc with the
 // exact bytes C++ brpc answered.
 func TestGoldenResponsesByteForByte(t *testing.T) {
-	srv, _ := echotest.StartServer(t, nil)
+	srv := server.New(nil)
+	require.NoError(t, echopb.RegisterEchoServiceServer(srv, brpcEcho{}))
+	require.NoError(t, srv.Start("127.0.0.1:0"))
+	t.Cleanup(func() { srv.Stop(); srv.Join() })
 	dir := filepath.Join("..", "protocol", "baidustd", "testdata", "brpc-wire")
 	for _, name := range []string{"plain", "attachment", "checksum", "compress-gzip", "compress-zlib", "compress-snappy", "nomethod", "noservice", "shortservice"} {
 		t.Run(name, func(t *testing.T) {
@@ -138,7 +153,7 @@ func TestDispatchErrors(t *testing.T) {
 		code                  controller.Errno
 		text                  string
 	}{
-		{"unknown method", "example.EchoService", "Nope", controller.ENOMETHOD, "Fail to find method=example.EchoService/Nope"},
+		{"unknown method", "gobrpc.test.EchoService", "Nope", controller.ENOMETHOD, "Fail to find method=gobrpc.test.EchoService/Nope"},
 		{"unknown full service", "foo.Bar", "Echo", controller.ENOMETHOD, "Fail to find method=foo.Bar/Echo"},
 		{"unknown short service", "Nope", "Echo", controller.ENOSERVICE, "Fail to find service=Nope"},
 	}
@@ -156,7 +171,7 @@ func TestDispatchErrors(t *testing.T) {
 			c.send(requestFrame(t, "EchoService", "Echo", 8, echoPayload(t, "short"), nil))
 			m, msg, _ = decode(t, c.readFrame())
 			assert.Equal(t, int32(0), m.ErrorCode)
-			var resp echopb.EchoResponse
+			var resp testpb.EchoResponse
 			require.NoError(t, proto.Unmarshal(msg, &resp))
 			assert.Equal(t, "short", resp.GetMessage())
 		})
@@ -167,7 +182,7 @@ func TestDispatchErrors(t *testing.T) {
 // connection; another connection keeps being served.
 func TestBadInput(t *testing.T) {
 	srv, _ := echotest.StartServer(t, &server.Options{MaxBodySize: 1 << 20})
-	good := requestFrame(t, "example.EchoService", "Echo", 1, echoPayload(t, "hi"), nil)
+	good := requestFrame(t, "gobrpc.test.EchoService", "Echo", 1, echoPayload(t, "hi"), nil)
 	header := func(body, meta uint32) []byte {
 		h := []byte("PRPC\x00\x00\x00\x00\x00\x00\x00\x00")
 		binary.BigEndian.PutUint32(h[4:], body)
@@ -176,7 +191,7 @@ func TestBadInput(t *testing.T) {
 	}
 	// A meta claiming an attachment longer than the payload.
 	badAtt := func() []byte {
-		m := baidustd.Meta{HasRequest: true, ServiceName: "example.EchoService", MethodName: "Echo",
+		m := baidustd.Meta{HasRequest: true, ServiceName: "gobrpc.test.EchoService", MethodName: "Echo",
 			CorrelationID: 5, AttachmentSize: 1000}
 		meta := baidustd.AppendMeta(nil, &m)
 		payload := echoPayload(t, "hi")
@@ -194,8 +209,8 @@ func TestBadInput(t *testing.T) {
 		{"meta that does not parse", append(header(5, 5), 0xff, 0xff, 0xff, 0xff, 0xff), 0},
 		{"attachment_size > payload", badAtt, controller.EREQUEST},
 		{"unknown service", requestFrame(t, "no.Such", "Echo", 9, nil, nil), controller.ENOMETHOD},
-		{"request that does not parse", requestFrame(t, "example.EchoService", "Echo", 9, []byte{0x0a, 0xff}, nil), controller.EREQUEST},
-		{"missing required field", requestFrame(t, "example.EchoService", "Echo", 9, nil, nil), controller.EREQUEST},
+		{"request that does not parse", requestFrame(t, "gobrpc.test.EchoService", "Echo", 9, []byte{0x0a, 0xff}, nil), controller.EREQUEST},
+		{"missing required field", requestFrame(t, "gobrpc.test.EchoService", "Echo", 9, nil, nil), controller.EREQUEST},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -231,7 +246,7 @@ func TestBadInput(t *testing.T) {
 func TestIncrementalAndPipelinedFrames(t *testing.T) {
 	srv, _ := echotest.StartServer(t, nil)
 	c := dialRaw(t, srv)
-	frame := requestFrame(t, "example.EchoService", "Echo", 1, echoPayload(t, "split"), []byte("att"))
+	frame := requestFrame(t, "gobrpc.test.EchoService", "Echo", 1, echoPayload(t, "split"), []byte("att"))
 	for i := range frame {
 		c.send(frame[i : i+1])
 		time.Sleep(time.Millisecond)
@@ -242,7 +257,7 @@ func TestIncrementalAndPipelinedFrames(t *testing.T) {
 
 	var many []byte
 	for id := int64(10); id < 20; id++ {
-		many = append(many, requestFrame(t, "example.EchoService", "Echo", id, echoPayload(t, "p"), nil)...)
+		many = append(many, requestFrame(t, "gobrpc.test.EchoService", "Echo", id, echoPayload(t, "p"), nil)...)
 	}
 	c.send(many)
 	seen := map[int64]bool{}
@@ -257,15 +272,15 @@ func TestIncrementalAndPipelinedFrames(t *testing.T) {
 func TestStopDrainsInFlightAndRefusesNew(t *testing.T) {
 	srv := server.New(nil)
 	svc := &echotest.Service{}
-	require.NoError(t, echopb.RegisterEchoServiceServer(srv, svc))
+	require.NoError(t, testpb.RegisterEchoServiceServer(srv, svc))
 	require.NoError(t, srv.Start("127.0.0.1:0"))
 
 	c := dialRaw(t, srv)
-	c.send(requestFrame(t, "example.EchoService", "Echo", 1, echoPayload(t, "sleep:300ms"), nil))
+	c.send(requestFrame(t, "gobrpc.test.EchoService", "Echo", 1, echoPayload(t, "sleep:300ms"), nil))
 	time.Sleep(50 * time.Millisecond)
 	require.NoError(t, srv.Stop())
 
-	c.send(requestFrame(t, "example.EchoService", "Echo", 2, echoPayload(t, "late"), nil))
+	c.send(requestFrame(t, "gobrpc.test.EchoService", "Echo", 2, echoPayload(t, "late"), nil))
 	replies := map[int64]int32{}
 	for range 2 {
 		m, _, _ := decode(t, c.readFrame())
@@ -290,13 +305,13 @@ func TestStopDrainsInFlightAndRefusesNew(t *testing.T) {
 // a naming service deregisters there before requests get ELOGOFF.
 func TestOnStopRunsBeforeTheServerStopsAnswering(t *testing.T) {
 	srv := server.New(nil)
-	require.NoError(t, echopb.RegisterEchoServiceServer(srv, &echotest.Service{}))
+	require.NoError(t, testpb.RegisterEchoServiceServer(srv, &echotest.Service{}))
 	require.NoError(t, srv.Start("127.0.0.1:0"))
 	c := dialRaw(t, srv)
 	var order []string
 	srv.OnStop(func() {
 		order = append(order, "first")
-		c.send(requestFrame(t, "example.EchoService", "Echo", 1, echoPayload(t, "during"), nil))
+		c.send(requestFrame(t, "gobrpc.test.EchoService", "Echo", 1, echoPayload(t, "during"), nil))
 		m, _, _ := decode(t, c.readFrame())
 		assert.Equal(t, int32(0), m.ErrorCode, "a request during an OnStop hook is served")
 	})
@@ -309,11 +324,11 @@ func TestOnStopRunsBeforeTheServerStopsAnswering(t *testing.T) {
 
 func TestRegisterServiceErrors(t *testing.T) {
 	srv := server.New(nil)
-	require.NoError(t, echopb.RegisterEchoServiceServer(srv, &echotest.Service{}))
-	assert.ErrorContains(t, echopb.RegisterEchoServiceServer(srv, &echotest.Service{}), "already registered")
-	assert.Error(t, echopb.RegisterEchoServiceServer(srv, nil))
+	require.NoError(t, testpb.RegisterEchoServiceServer(srv, &echotest.Service{}))
+	assert.ErrorContains(t, testpb.RegisterEchoServiceServer(srv, &echotest.Service{}), "already registered")
+	assert.Error(t, testpb.RegisterEchoServiceServer(srv, nil))
 	assert.Error(t, srv.RegisterService(&server.ServiceDesc{}))
-	desc := &server.ServiceDesc{Descriptor: echopb.File_example_echo_echopb_echo_proto.Services().ByName("EchoService")}
+	desc := &server.ServiceDesc{Descriptor: testpb.File_testsupport_testpb_echo_proto.Services().ByName("EchoService")}
 	assert.ErrorContains(t, server.New(nil).RegisterService(desc), "no handler")
 }
 
@@ -324,15 +339,15 @@ func TestConcurrentHandlersOnOneConnection(t *testing.T) {
 	var ch channel.Channel
 	require.NoError(t, ch.Init(srv.ListenAddress().String(), "", nil))
 	defer ch.Close()
-	stub := echopb.NewEchoServiceStub(&ch)
+	stub := testpb.NewEchoServiceStub(&ch)
 	var wg sync.WaitGroup
 	for range 50 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			cntl := controller.New()
-			resp := &echopb.EchoResponse{}
-			stub.Echo(cntl, &echopb.EchoRequest{Message: proto.String("sleep:100ms")}, resp, nil)
+			resp := &testpb.EchoResponse{}
+			stub.Echo(cntl, &testpb.EchoRequest{Message: proto.String("sleep:100ms")}, resp, nil)
 			assert.NoError(t, cntl.Err())
 		}()
 	}
@@ -344,7 +359,7 @@ func TestConcurrentHandlersOnOneConnection(t *testing.T) {
 func TestContextCancelledWhenClientLeaves(t *testing.T) {
 	srv, svc := echotest.StartServer(t, nil)
 	c := dialRaw(t, srv)
-	c.send(requestFrame(t, "example.EchoService", "Echo", 1, echoPayload(t, "wait-cancel"), nil))
+	c.send(requestFrame(t, "gobrpc.test.EchoService", "Echo", 1, echoPayload(t, "wait-cancel"), nil))
 	time.Sleep(50 * time.Millisecond)
 	c.Close()
 	select {
@@ -359,11 +374,11 @@ func TestContextCancelledWhenClientLeaves(t *testing.T) {
 func TestHandlerPanicIsAnswered(t *testing.T) {
 	srv, _ := echotest.StartServer(t, nil)
 	c := dialRaw(t, srv)
-	c.send(requestFrame(t, "example.EchoService", "Echo", 1, echoPayload(t, "panic"), nil))
+	c.send(requestFrame(t, "gobrpc.test.EchoService", "Echo", 1, echoPayload(t, "panic"), nil))
 	m, _, _ := decode(t, c.readFrame())
 	assert.Equal(t, int32(controller.EINTERNAL), m.ErrorCode)
 	assert.Contains(t, m.ErrorText, "panicked")
-	c.send(requestFrame(t, "example.EchoService", "Echo", 2, echoPayload(t, "alive"), nil))
+	c.send(requestFrame(t, "gobrpc.test.EchoService", "Echo", 2, echoPayload(t, "alive"), nil))
 	m, _, _ = decode(t, c.readFrame())
 	assert.Equal(t, int32(0), m.ErrorCode)
 }

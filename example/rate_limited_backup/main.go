@@ -27,7 +27,7 @@ import (
 
 	"github.com/gobrpc/gobrpc/backup"
 	"github.com/gobrpc/gobrpc/channel"
-	"github.com/gobrpc/gobrpc/internal/loadtest"
+	"github.com/gobrpc/gobrpc/testsupport/loadtest"
 )
 
 var (

@@ -12,8 +12,8 @@ import (
 
 	"github.com/gobrpc/gobrpc/channel"
 	"github.com/gobrpc/gobrpc/controller"
-	"github.com/gobrpc/gobrpc/example/echo/echopb"
-	"github.com/gobrpc/gobrpc/internal/echotest"
+	"github.com/gobrpc/gobrpc/testsupport/testpb"
+	"github.com/gobrpc/gobrpc/testsupport/echotest"
 	"github.com/gobrpc/gobrpc/naming"
 )
 
@@ -86,10 +86,10 @@ func TestSelectiveChannelOverEtcd(t *testing.T) {
 	_, err = sc.AddChannel(&sub, "")
 	require.NoError(t, err)
 
-	stub := echopb.NewEchoServiceStub(&sc)
+	stub := testpb.NewEchoServiceStub(&sc)
 	var cntl controller.Controller
-	resp := &echopb.EchoResponse{}
-	stub.Echo(&cntl, &echopb.EchoRequest{Message: new("via etcd")}, resp, nil)
+	resp := &testpb.EchoResponse{}
+	stub.Echo(&cntl, &testpb.EchoRequest{Message: new("via etcd")}, resp, nil)
 	require.False(t, cntl.Failed(), cntl.ErrorText())
 	assert.Equal(t, "via etcd", resp.GetMessage())
 	assert.Equal(t, srv.ListenAddress().String(), cntl.RemoteSide().String())

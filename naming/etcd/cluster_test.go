@@ -20,8 +20,8 @@ import (
 
 	"github.com/gobrpc/gobrpc/channel"
 	"github.com/gobrpc/gobrpc/controller"
-	"github.com/gobrpc/gobrpc/example/echo/echopb"
-	"github.com/gobrpc/gobrpc/internal/echotest"
+	"github.com/gobrpc/gobrpc/testsupport/testpb"
+	"github.com/gobrpc/gobrpc/testsupport/echotest"
 	"github.com/gobrpc/gobrpc/server"
 )
 
@@ -45,7 +45,7 @@ func runChildServer() bool {
 		os.Exit(1)
 	}
 	srv := server.New(nil)
-	if err := echopb.RegisterEchoServiceServer(srv, &echotest.Service{}); err != nil {
+	if err := testpb.RegisterEchoServiceServer(srv, &echotest.Service{}); err != nil {
 		fail(err)
 	}
 	if err := srv.Start("127.0.0.1:0"); err != nil {
@@ -145,12 +145,12 @@ func startLoad(t *testing.T, url string, callers int) *load {
 	opts.MaxRetry = 3
 	require.NoError(t, ch.Init(url, "rr", &opts))
 	l := &load{ch: ch, served: map[string]int{}, first: map[string]time.Time{}}
-	stub := echopb.NewEchoServiceStub(ch)
+	stub := testpb.NewEchoServiceStub(ch)
 	for range callers {
 		l.wg.Go(func() {
 			for !l.stopping.Load() {
 				var cntl controller.Controller
-				stub.Echo(&cntl, &echopb.EchoRequest{Message: new("hi")}, &echopb.EchoResponse{}, nil)
+				stub.Echo(&cntl, &testpb.EchoRequest{Message: new("hi")}, &testpb.EchoResponse{}, nil)
 				l.mu.Lock()
 				if cntl.Failed() {
 					l.failures = append(l.failures, cntl.ErrorText())

@@ -15,7 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/gobrpc/gobrpc/channel"
-	"github.com/gobrpc/gobrpc/internal/echotest"
+	"github.com/gobrpc/gobrpc/testsupport/echotest"
 	"github.com/gobrpc/gobrpc/naming"
 )
 

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"sync"
 
 	"github.com/gobrpc/gobrpc/internal/snappy"
@@ -143,7 +142,12 @@ func readLimited(dst []byte, r io.Reader, limit int) ([]byte, error) {
 	start := len(dst)
 	for {
 		if len(dst) == cap(dst) {
-			dst = slices.Grow(dst, 512) // append's growth: amortized doubling
+			// Double what was read so far, but never past limit+1 bytes:
+			// a bomb costs about limit, not twice that.
+			grow := min(max(len(dst)-start, 512), limit+1-(len(dst)-start))
+			nd := make([]byte, len(dst), len(dst)+grow)
+			copy(nd, dst)
+			dst = nd
 		}
 		room := dst[len(dst):cap(dst)]
 		// Read at most one byte past the limit, to tell "exactly limit" from "more".

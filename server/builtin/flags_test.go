@@ -3,6 +3,7 @@ package builtin
 import (
 	"flag"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 
@@ -15,6 +16,7 @@ import (
 // Test flags: a reloadable one, a fixed one and a plain Go flag.
 var (
 	testReloadable = flags.DefineInt64("bt_flag_reloadable", 5, "a reloadable test flag", flags.Positive[int64])
+	testPassword   = flags.DefineSecret("btsecret_password", "a secret test flag")
 	testFixed      = flags.DefineInt64("bt_flag_fixed", 7, "a fixed test flag", nil)
 	testGoFlag     = flag.String("bt_flag_goflag", "x<y", "a Go flag")
 )
@@ -106,4 +108,19 @@ func TestFlagsSetValueForm(t *testing.T) {
 	r = h.get("/flags/bt_flag_reloadable?setvalue=6", browserUA)
 	assert.Equal(t, http.StatusOK, r.status)
 	assert.Equal(t, "Set `bt_flag_reloadable' to 6<br><a href='/flags'>[back to flags]</a>", r.body)
+}
+
+// /pprof/cmdline shows the command line, but never a secret flag's value,
+// in any of the forms the flag package takes.
+func TestPprofCmdlineHidesSecrets(t *testing.T) {
+	h := newHarness(t, Options{})
+	oldArgs := os.Args
+	defer func() { os.Args = oldArgs }()
+	os.Args = []string{"server", "-btsecret_password=hunter2", "--btsecret_password", "hunter3",
+		"-bt_flag_reloadable=6", "--btsecret_password=hunter4", "-btsecret_password", "hunter5", "arg"}
+	got := h.get("/pprof/cmdline", curlUA)
+	assert.Equal(t, http.StatusOK, got.status)
+	assert.NotContains(t, got.body, "hunter")
+	assert.Equal(t, strings.Join([]string{"server", "-btsecret_password=<hidden>", "--btsecret_password", "<hidden>",
+		"-bt_flag_reloadable=6", "--btsecret_password=<hidden>", "-btsecret_password", "<hidden>", "arg"}, "\x00"), got.body)
 }

@@ -1,5 +1,5 @@
 // Package backupbench measures backup requests against local servers
-// (internal/loadtest), in the scenario brpc's rate-limited backup policy
+// (testsupport/loadtest), in the scenario brpc's rate-limited backup policy
 // was measured with:
 //
 //   - steady: 3 servers answering in 1 ms, 5% of requests in 50 ms, 16
@@ -32,7 +32,7 @@ import (
 	"time"
 
 	"github.com/gobrpc/gobrpc/channel"
-	"github.com/gobrpc/gobrpc/internal/loadtest"
+	"github.com/gobrpc/gobrpc/testsupport/loadtest"
 )
 
 var (

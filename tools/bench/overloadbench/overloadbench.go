@@ -3,7 +3,7 @@
 // server's capacity for no limiter, constant (= the number of workers,
 // the ideal), auto and bbr.
 //
-// The server (internal/loadtest.CapacityService, on a loopback port in
+// The server (testsupport/loadtest.CapacityService, on a loopback port in
 // this process) has M workers each busy L per request, on timers: a
 // request waits for a free worker (the queue an overload builds), then
 // holds it for L. Its capacity C is measured first: the throughput of 2×M
@@ -52,7 +52,7 @@ import (
 	"time"
 
 	"github.com/gobrpc/gobrpc/bvar"
-	"github.com/gobrpc/gobrpc/internal/loadtest"
+	"github.com/gobrpc/gobrpc/testsupport/loadtest"
 )
 
 var (

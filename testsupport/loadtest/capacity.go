@@ -7,13 +7,13 @@ import (
 	"time"
 
 	"github.com/gobrpc/gobrpc/controller"
-	"github.com/gobrpc/gobrpc/example/echo/echopb"
+	"github.com/gobrpc/gobrpc/testsupport/testpb"
 	"github.com/gobrpc/gobrpc/server"
 )
 
 // EchoMethod is the full name of the method a CapacityServer serves, the
 // one to limit with MaxConcurrencyOf.
-const EchoMethod = "example.EchoService.Echo"
+const EchoMethod = testpb.EchoService_Echo_FullMethodName
 
 // CapacityService is an echo service with a limited capacity, the model
 // of an overloaded server: Workers workers, each busy Hold per request,
@@ -73,8 +73,8 @@ func (s *CapacityService) Inflight() int64 { return s.inflight.Load() }
 // may be called more than once.
 func (s *CapacityService) Close() { s.closeOnce.Do(func() { close(s.closed) }) }
 
-// Echo implements echopb.EchoServiceServer.
-func (s *CapacityService) Echo(cntl *controller.Controller, req *echopb.EchoRequest, resp *echopb.EchoResponse, done func()) {
+// Echo implements testpb.EchoServiceServer.
+func (s *CapacityService) Echo(cntl *controller.Controller, req *testpb.EchoRequest, resp *testpb.EchoResponse, done func()) {
 	s.requests.Add(1)
 	s.inflight.Add(1)
 	select {
@@ -118,7 +118,7 @@ type CapacityServer struct {
 func StartCapacityServer(workers int, hold time.Duration, limit any) (*CapacityServer, error) {
 	svc := NewCapacityService(workers, hold)
 	srv := server.New(nil)
-	if err := echopb.RegisterEchoServiceServer(srv, svc); err != nil {
+	if err := testpb.RegisterEchoServiceServer(srv, svc); err != nil {
 		return nil, err
 	}
 	if limit != nil {

@@ -10,7 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/gobrpc/gobrpc/controller"
-	"github.com/gobrpc/gobrpc/example/echo/echopb"
+	"github.com/gobrpc/gobrpc/testsupport/testpb"
 )
 
 func TestCapacityServerDrive(t *testing.T) {
@@ -65,8 +65,8 @@ func TestCapacityServiceClose(t *testing.T) {
 	for range 3 {
 		go func() {
 			cntl := controller.New()
-			req := &echopb.EchoRequest{Message: proto.String("x")}
-			svc.Echo(cntl, req, &echopb.EchoResponse{}, func() { ended <- cntl })
+			req := &testpb.EchoRequest{Message: proto.String("x")}
+			svc.Echo(cntl, req, &testpb.EchoResponse{}, func() { ended <- cntl })
 		}()
 	}
 	for svc.Inflight() < 3 {

@@ -10,7 +10,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/gobrpc/gobrpc/channel"
-	"github.com/gobrpc/gobrpc/internal/echotest"
+	"github.com/gobrpc/gobrpc/testsupport/echotest"
 )
 
 func TestMain(m *testing.M) {

@@ -13,7 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/gobrpc/gobrpc/controller"
-	"github.com/gobrpc/gobrpc/example/echo/echopb"
+	"github.com/gobrpc/gobrpc/testsupport/testpb"
 	"github.com/gobrpc/gobrpc/server"
 )
 
@@ -45,8 +45,8 @@ func (s *Service) enter() {
 	}
 }
 
-// Echo implements echopb.EchoServiceServer.
-func (s *Service) Echo(cntl *controller.Controller, req *echopb.EchoRequest, resp *echopb.EchoResponse, done func()) {
+// Echo implements testpb.EchoServiceServer.
+func (s *Service) Echo(cntl *controller.Controller, req *testpb.EchoRequest, resp *testpb.EchoResponse, done func()) {
 	n := s.Calls.Add(1) - 1
 	s.enter()
 	msg := req.GetMessage()
@@ -109,7 +109,7 @@ func StartServer(t testing.TB, opts *server.Options) (*server.Server, *Service) 
 	t.Helper()
 	srv := server.New(opts)
 	svc := &Service{Canceled: make(chan bool, 16)}
-	if err := echopb.RegisterEchoServiceServer(srv, svc); err != nil {
+	if err := testpb.RegisterEchoServiceServer(srv, svc); err != nil {
 		t.Fatal(err)
 	}
 	if err := srv.Start("127.0.0.1:0"); err != nil {

@@ -16,7 +16,7 @@ import (
 	"github.com/gobrpc/gobrpc/bvar"
 	"github.com/gobrpc/gobrpc/channel"
 	"github.com/gobrpc/gobrpc/controller"
-	"github.com/gobrpc/gobrpc/example/echo/echopb"
+	"github.com/gobrpc/gobrpc/testsupport/testpb"
 )
 
 // StrictMode chooses the flag backup_request_ratio_strict for the
@@ -339,7 +339,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	stop := make(chan struct{})
 	perCaller := make([][]callerSecond, cfg.Callers)
 	var firstErr atomic.Pointer[string]
-	stub := echopb.NewEchoServiceStub(ch)
+	stub := testpb.NewEchoServiceStub(ch)
 	var wg sync.WaitGroup
 	for i := range cfg.Callers {
 		secs := make([]callerSecond, slots+2)
@@ -347,7 +347,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			req := &echopb.EchoRequest{Message: proto.String(cfg.Message)}
+			req := &testpb.EchoRequest{Message: proto.String(cfg.Message)}
 			for {
 				select {
 				case <-stop:
@@ -355,7 +355,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 				default:
 				}
 				cntl := controller.New()
-				resp := &echopb.EchoResponse{}
+				resp := &testpb.EchoResponse{}
 				begin := time.Now()
 				stub.Echo(cntl, req, resp, nil)
 				lat := time.Since(begin)

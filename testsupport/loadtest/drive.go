@@ -14,7 +14,7 @@ import (
 
 	"github.com/gobrpc/gobrpc/channel"
 	"github.com/gobrpc/gobrpc/controller"
-	"github.com/gobrpc/gobrpc/example/echo/echopb"
+	"github.com/gobrpc/gobrpc/testsupport/testpb"
 )
 
 // Load is a stretch of offered load for Drive: open loop (Rate) or closed
@@ -127,7 +127,7 @@ func Drive(ctx context.Context, cfg DriveConfig) ([]Outcome, error) {
 		return nil, err
 	}
 	defer ch.Close()
-	stub := echopb.NewEchoServiceStub(ch)
+	stub := testpb.NewEchoServiceStub(ch)
 
 	d := &driver{out: make([]Outcome, len(cfg.Loads))}
 	for i, l := range cfg.Loads {
@@ -138,8 +138,8 @@ func Drive(ctx context.Context, cfg DriveConfig) ([]Outcome, error) {
 	// recorded.
 	call := func(done func()) {
 		cntl := controller.New()
-		req := &echopb.EchoRequest{Message: msg}
-		resp := &echopb.EchoResponse{}
+		req := &testpb.EchoRequest{Message: msg}
+		resp := &testpb.EchoResponse{}
 		d.started()
 		begin := time.Now()
 		if done == nil {

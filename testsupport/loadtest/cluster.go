@@ -29,7 +29,7 @@ import (
 	"time"
 
 	"github.com/gobrpc/gobrpc/controller"
-	"github.com/gobrpc/gobrpc/example/echo/echopb"
+	"github.com/gobrpc/gobrpc/testsupport/testpb"
 	"github.com/gobrpc/gobrpc/server"
 )
 
@@ -84,7 +84,7 @@ func StartCluster(n int, p Profile) (*Cluster, error) {
 	for range n {
 		srv := server.New(nil)
 		svc := &echoService{cluster: c}
-		if err := echopb.RegisterEchoServiceServer(srv, svc); err != nil {
+		if err := testpb.RegisterEchoServiceServer(srv, svc); err != nil {
 			c.Stop()
 			return nil, err
 		}
@@ -179,7 +179,7 @@ type echoService struct {
 	inflight atomic.Int64
 }
 
-func (s *echoService) Echo(cntl *controller.Controller, req *echopb.EchoRequest, resp *echopb.EchoResponse, done func()) {
+func (s *echoService) Echo(cntl *controller.Controller, req *testpb.EchoRequest, resp *testpb.EchoResponse, done func()) {
 	s.requests.Add(1)
 	s.inflight.Add(1)
 	resp.Message = req.Message
