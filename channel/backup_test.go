@@ -16,8 +16,8 @@ import (
 	"github.com/gobrpc/gobrpc/bvar"
 	"github.com/gobrpc/gobrpc/channel"
 	"github.com/gobrpc/gobrpc/controller"
-	"github.com/gobrpc/gobrpc/testsupport/testpb"
 	"github.com/gobrpc/gobrpc/rpcz"
+	"github.com/gobrpc/gobrpc/testsupport/testpb"
 )
 
 // countingPolicy records what the channel asks of a backup policy.

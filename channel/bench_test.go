@@ -6,8 +6,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/gobrpc/gobrpc/controller"
-	"github.com/gobrpc/gobrpc/testsupport/testpb"
 	"github.com/gobrpc/gobrpc/testsupport/echotest"
+	"github.com/gobrpc/gobrpc/testsupport/testpb"
 )
 
 // One round trip over loopback, client and server in this process, with a

@@ -21,9 +21,9 @@ import (
 	"github.com/gobrpc/gobrpc/channel"
 	"github.com/gobrpc/gobrpc/controller"
 	"github.com/gobrpc/gobrpc/example/echo/echopb"
-	"github.com/gobrpc/gobrpc/testsupport/testpb"
-	"github.com/gobrpc/gobrpc/testsupport/echotest"
 	"github.com/gobrpc/gobrpc/protocol/baidustd"
+	"github.com/gobrpc/gobrpc/testsupport/echotest"
+	"github.com/gobrpc/gobrpc/testsupport/testpb"
 )
 
 func TestMain(m *testing.M) {

@@ -19,11 +19,11 @@ import (
 	"github.com/gobrpc/gobrpc/bvar"
 	"github.com/gobrpc/gobrpc/channel"
 	"github.com/gobrpc/gobrpc/controller"
-	"github.com/gobrpc/gobrpc/testsupport/testpb"
-	"github.com/gobrpc/gobrpc/testsupport/echotest"
 	"github.com/gobrpc/gobrpc/internal/transport"
 	"github.com/gobrpc/gobrpc/naming"
 	"github.com/gobrpc/gobrpc/server"
+	"github.com/gobrpc/gobrpc/testsupport/echotest"
+	"github.com/gobrpc/gobrpc/testsupport/testpb"
 )
 
 // cluster is n echo servers on loopback that a test can stop and restart

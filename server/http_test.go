@@ -14,9 +14,9 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/gobrpc/gobrpc/bvar"
-	"github.com/gobrpc/gobrpc/testsupport/testpb"
-	"github.com/gobrpc/gobrpc/testsupport/echotest"
 	"github.com/gobrpc/gobrpc/server"
+	"github.com/gobrpc/gobrpc/testsupport/echotest"
+	"github.com/gobrpc/gobrpc/testsupport/testpb"
 )
 
 func post(t *testing.T, url, contentType string, body []byte) (int, string, http.Header) {

@@ -95,8 +95,8 @@ type Server struct {
 	stats      *serverStats
 
 	inflight  atomic.Int64
-	workers   workerPool // runs the handlers of baidu_std requests
-	onStop    []func()   // run by Stop before it stops accepting
+	workers   workerPool    // runs the handlers of baidu_std requests
+	onStop    []func()      // run by Stop before it stops accepting
 	stopIdle  chan struct{} // closed by Join: ends closeIdleConnections
 	stopHooks sync.Once
 	drainMu   sync.Mutex

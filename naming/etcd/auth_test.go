@@ -12,9 +12,9 @@ import (
 
 	"github.com/gobrpc/gobrpc/channel"
 	"github.com/gobrpc/gobrpc/controller"
-	"github.com/gobrpc/gobrpc/testsupport/testpb"
-	"github.com/gobrpc/gobrpc/testsupport/echotest"
 	"github.com/gobrpc/gobrpc/naming"
+	"github.com/gobrpc/gobrpc/testsupport/echotest"
+	"github.com/gobrpc/gobrpc/testsupport/testpb"
 )
 
 // With authentication on in etcd, the etcd_username / etcd_password flags

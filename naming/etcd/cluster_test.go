@@ -20,9 +20,9 @@ import (
 
 	"github.com/gobrpc/gobrpc/channel"
 	"github.com/gobrpc/gobrpc/controller"
-	"github.com/gobrpc/gobrpc/testsupport/testpb"
-	"github.com/gobrpc/gobrpc/testsupport/echotest"
 	"github.com/gobrpc/gobrpc/server"
+	"github.com/gobrpc/gobrpc/testsupport/echotest"
+	"github.com/gobrpc/gobrpc/testsupport/testpb"
 )
 
 const (

@@ -15,8 +15,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/gobrpc/gobrpc/channel"
-	"github.com/gobrpc/gobrpc/testsupport/echotest"
 	"github.com/gobrpc/gobrpc/naming"
+	"github.com/gobrpc/gobrpc/testsupport/echotest"
 )
 
 func TestMain(m *testing.M) {

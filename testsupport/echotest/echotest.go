@@ -13,8 +13,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/gobrpc/gobrpc/controller"
-	"github.com/gobrpc/gobrpc/testsupport/testpb"
 	"github.com/gobrpc/gobrpc/server"
+	"github.com/gobrpc/gobrpc/testsupport/testpb"
 )
 
 // Service echoes the message and the attachment. A message of the form

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/gobrpc/gobrpc/controller"
-	"github.com/gobrpc/gobrpc/testsupport/testpb"
 	"github.com/gobrpc/gobrpc/server"
+	"github.com/gobrpc/gobrpc/testsupport/testpb"
 )
 
 // EchoMethod is the full name of the method a CapacityServer serves, the

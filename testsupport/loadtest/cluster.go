@@ -29,8 +29,8 @@ import (
 	"time"
 
 	"github.com/gobrpc/gobrpc/controller"
-	"github.com/gobrpc/gobrpc/testsupport/testpb"
 	"github.com/gobrpc/gobrpc/server"
+	"github.com/gobrpc/gobrpc/testsupport/testpb"
 )
 
 // Profile is the latency of the servers' requests: each request takes
