@@ -142,6 +142,7 @@ type attempt struct {
 	call   *call
 	id     int64
 	server *loadbalancer.Server // nil for a single-server Channel
+	backup bool                 // the backup request: sent once the policy allowed it
 	begin  time.Time
 	// For rpcz: when it ended and how.
 	end       time.Time
@@ -362,6 +363,7 @@ func (c *call) onBackupTimer() {
 	c.unfinished = c.current
 	c.nretry++
 	next := c.newAttemptLocked()
+	next.backup = true
 	c.backupAtt = next
 	c.issuing++
 	c.mu.Unlock()

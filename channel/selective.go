@@ -224,6 +224,12 @@ func (s *SelectiveChannel) send(c *call, a *attempt) {
 	req, att := c.requestFor(a)
 	sc.cntl.RequestAttachment().Write(att)
 	if !c.attach(a, sc) {
+		// The call ended meanwhile; a backup the policy allowed still
+		// goes out (see Channel.send), and is abandoned at once.
+		if a.backup {
+			sub.CallMethod(c.md, &sc.cntl, req, sc.resp, func() {})
+			sc.cntl.StartCancel()
+		}
 		return
 	}
 	sub.CallMethod(c.md, &sc.cntl, req, sc.resp, func() { s.subDone(c, a, sc) })

@@ -92,14 +92,29 @@ func (ch *Channel) send(c *call, a *attempt) {
 		return
 	}
 	if !c.attach(a, conn) {
-		ep.Release(conn, true) // nothing was sent on it
+		// The call ended meanwhile. A backup the policy allowed still goes
+		// out, as brpc sends it under the call's lock: the policy counted
+		// it. Its answer will be dropped.
+		if a.backup {
+			ch.writeRequest(c, a, conn)
+		}
+		ep.Release(conn, !a.backup)
 		return
 	}
 	if err := conn.Register(a.id, a); err != nil {
 		c.onFailure(a, controller.EFAILEDSOCKET, fmt.Sprintf("[E1009]Connection to %s broke", ep.Addr()), false)
 		return
 	}
+	if err := ch.writeRequest(c, a, conn); err != nil {
+		conn.Unregister(a.id)
+		code := transport.ErrnoOf(err)
+		c.onFailure(a, code, fmt.Sprintf("[E%d]Fail to write to %s: %v", code, ep.Addr(), err), false)
+	}
+}
 
+// writeRequest writes attempt a's frame: its own header and meta, then the
+// body the call built when it started. It never waits for the server.
+func (ch *Channel) writeRequest(c *call, a *attempt, conn *transport.ClientConn) error {
 	rq := &c.rq
 	m := baidustd.Meta{
 		HasRequest:    true,
@@ -115,15 +130,11 @@ func (ch *Channel) send(c *call, a *attempt) {
 	bufp := getBuf()
 	head, err := baidustd.AppendFrameHead((*bufp)[:0], &m, rq.msgLen, len(rq.body)-rq.msgLen)
 	if err == nil {
-		err = conn.Write(head, rq.body) // never waits for the server
+		err = conn.Write(head, rq.body)
 	}
 	*bufp = head
 	putBuf(bufp)
-	if err != nil {
-		conn.Unregister(a.id)
-		code := transport.ErrnoOf(err)
-		c.onFailure(a, code, fmt.Sprintf("[E%d]Fail to write to %s: %v", code, ep.Addr(), err), false)
-	}
+	return err
 }
 
 // release gives the attempt's connection back (or closes a pooled or short

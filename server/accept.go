@@ -5,8 +5,11 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/gobrpc/gobrpc/internal/ratelog"
 )
 
 // One port serves every protocol, as brpc's does: the first bytes of a
@@ -16,7 +19,23 @@ import (
 // connection reads it from its first byte.
 
 // sniffTimeout bounds how long a new connection may stay silent.
-const sniffTimeout = 30 * time.Second
+var sniffTimeout = newSetting(30 * time.Second)
+
+// setting is a duration tests may shorten while servers run.
+type setting struct{ ns atomic.Int64 }
+
+func newSetting(d time.Duration) *setting {
+	s := &setting{}
+	s.ns.Store(int64(d))
+	return s
+}
+
+func (s *setting) get() time.Duration  { return time.Duration(s.ns.Load()) }
+func (s *setting) set(d time.Duration) { s.ns.Store(int64(d)) }
+
+// Lines about what clients send are rate-limited: a flood of bad
+// connections must not flood the log.
+var logBadClient = ratelog.New(time.Second)
 
 type protocolKind int
 
@@ -162,7 +181,7 @@ func (s *Server) handshake(c *net.TCPConn, l *listener) {
 	// so a Stop cannot slip in before it.
 	s.mu.Lock()
 	stopping := s.state.Load() != stateRunning
-	c.SetReadDeadline(time.Now().Add(sniffTimeout))
+	c.SetReadDeadline(time.Now().Add(sniffTimeout.get()))
 	s.mu.Unlock()
 	if stopping {
 		c.SetReadDeadline(time.Now())
@@ -179,12 +198,12 @@ func (s *Server) handshake(c *net.TCPConn, l *listener) {
 		c.Close()
 	case kind == protoBaiduStd:
 		if err := s.serveBaiduStd(c, l); err != nil {
-			slog.Warn("gobrpc: cannot serve baidu_std connection", "remote", c.RemoteAddr(), "err", err)
+			logBadClient.Warn("gobrpc: cannot serve baidu_std connection", "remote", c.RemoteAddr(), "err", err)
 		}
 	case kind == protoHTTP:
 		s.serveHTTPConn(c, l)
 	default:
-		slog.Warn("gobrpc: closing connection of unknown protocol", "remote", c.RemoteAddr(), "first_bytes", head)
+		logBadClient.Warn("gobrpc: closing connection of unknown protocol", "remote", c.RemoteAddr(), "first_bytes", head)
 		c.Close()
 	}
 }

@@ -35,13 +35,13 @@ type taggedConn struct {
 func (s *Server) newHTTPServer() {
 	s.httpLn = newChanListener(s.addr)
 	s.httpConns = map[net.Conn]time.Time{}
-	idle := httpIdleTimeout
+	idle := httpIdleTimeout.get()
 	if s.opts.IdleTimeoutSec > 0 {
 		idle = time.Duration(s.opts.IdleTimeoutSec) * time.Second
 	}
 	s.http = &http.Server{
 		Handler:           s,
-		ReadHeaderTimeout: sniffTimeout,
+		ReadHeaderTimeout: sniffTimeout.get(),
 		IdleTimeout:       idle,
 		ErrorLog:          slog.NewLogLogger(slog.Default().Handler(), slog.LevelWarn),
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
@@ -107,11 +107,11 @@ func isProtoContent(ct string) bool {
 // Deadlines of an HTTP connection, so that a slow or silent client cannot
 // hold one open: reading a request's headers (sniffTimeout), reading its
 // body, writing an RPC's answer, and waiting for the next request
-// (Options.IdleTimeoutSec when set).
-const (
-	httpBodyTimeout  = 60 * time.Second
-	httpWriteTimeout = 60 * time.Second
-	httpIdleTimeout  = 60 * time.Second
+// (Options.IdleTimeoutSec when set). Variables for tests.
+var (
+	httpBodyTimeout  = newSetting(60 * time.Second)
+	httpWriteTimeout = newSetting(60 * time.Second)
+	httpIdleTimeout  = newSetting(60 * time.Second)
 )
 
 // httpCall is a request that came over HTTP. The handler runs on net/http's
@@ -146,7 +146,7 @@ func (s *Server) servePB(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rc := http.NewResponseController(w)
-	rc.SetReadDeadline(time.Now().Add(httpBodyTimeout))
+	rc.SetReadDeadline(time.Now().Add(httpBodyTimeout.get()))
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, int64(s.opts.MaxBodySize)))
 	rc.SetReadDeadline(time.Time{}) // the handler may take its time
 	if err != nil {
@@ -199,7 +199,7 @@ func (s *Server) servePB(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	rc.SetWriteDeadline(time.Now().Add(httpWriteTimeout))
+	rc.SetWriteDeadline(time.Now().Add(httpWriteTimeout.get()))
 	if cntl.Failed() {
 		writeHTTPError(w, cntl.ErrorCode(), cntl.ErrorText())
 		return

@@ -19,12 +19,16 @@ import (
 
 // Service echoes the message and the attachment. A message of the form
 // "sleep:<duration>" answers after that long from another goroutine;
-// "fail:<code>" fails with that code.
+// "fail:<code>" fails with that code; "hold" returns without calling done
+// and hands done to Held, for the test to call.
 type Service struct {
 	// Canceled receives, for each "wait-cancel" request, whether the
 	// handler saw its Context cancelled (within 5 s).
 	Canceled chan bool
-	Calls    atomic.Int64
+	// Held receives the done of each "hold" request (StartServer makes it
+	// with room for 16).
+	Held  chan func()
+	Calls atomic.Int64
 	// Delay makes requests answer that much later (from another
 	// goroutine); with DelayEveryOther only the even-numbered requests
 	// this service receives (the 0th, 2nd ...) wait, as brpc's
@@ -63,6 +67,11 @@ func (s *Service) Echo(cntl *controller.Controller, req *testpb.EchoRequest, res
 	if msg == "panic" {
 		s.inflight.Add(-1)
 		panic("asked to panic")
+	}
+	if msg == "hold" {
+		s.inflight.Add(-1)
+		s.Held <- done
+		return
 	}
 	if msg == "wait-cancel" {
 		go func() {
@@ -108,7 +117,7 @@ func (s *Service) Echo(cntl *controller.Controller, req *testpb.EchoRequest, res
 func StartServer(t testing.TB, opts *server.Options) (*server.Server, *Service) {
 	t.Helper()
 	srv := server.New(opts)
-	svc := &Service{Canceled: make(chan bool, 16)}
+	svc := &Service{Canceled: make(chan bool, 16), Held: make(chan func(), 16)}
 	if err := testpb.RegisterEchoServiceServer(srv, svc); err != nil {
 		t.Fatal(err)
 	}
