@@ -3,14 +3,9 @@ module github.com/gobrpc/gobrpc
 go 1.26
 
 require (
-	github.com/cloudwego/netpoll v0.7.2
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/goleak v1.3.0
 	google.golang.org/protobuf v1.36.12
 )
 
-require (
-	github.com/bytedance/gopkg v0.1.1 // indirect
-	github.com/cloudwego/gopkg v0.1.4 // indirect
-	go.yaml.in/yaml/v3 v3.0.5 // indirect
-)
+require go.yaml.in/yaml/v3 v3.0.5 // indirect

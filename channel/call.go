@@ -1,7 +1,6 @@
 package channel
 
 import (
-	"bytes"
 	"fmt"
 	"net"
 	"strconv"
@@ -39,6 +38,9 @@ type sender interface {
 	release(c *call, a *attempt, handle any, answered bool)
 	// lb selects servers; nil for a single-server Channel.
 	balancer() loadbalancer.LoadBalancer
+	// ready reports whether send can start a without connecting (a
+	// connection to its server is open and free).
+	ready(a *attempt) bool
 	// backupPolicy is the channel's backup policy (the options' or its
 	// own rate-limited one); nil for none.
 	backupPolicy() backup.Policy
@@ -69,11 +71,11 @@ type request struct {
 	msgLen  int
 	bodyBuf *[]byte // pooled storage behind body, released once no attempt is being sent
 
-	// A SelectiveChannel hands the request on to sub-calls: copyRequest
-	// asks for the copies in call.reqCopy and call.attCopy, and each
-	// sub-call answers into a new message of respType.
-	copyRequest bool
-	respType    protoreflect.MessageType
+	// A SelectiveChannel hands copies of the request and the attachment
+	// to its sub-calls, and each answers into a new message of respType.
+	reqCopy  proto.Message
+	attCopy  []byte
+	respType protoreflect.MessageType
 }
 
 // call is the state machine of one RPC. Events (a response, a failed
@@ -111,6 +113,7 @@ type call struct {
 
 	mu      sync.Mutex
 	ended   bool
+	code    controller.Errno // how the call ended, once ended
 	nretry  int
 	issuing int // attempts being started; the request's body lives while > 0
 	current *attempt
@@ -121,12 +124,6 @@ type call struct {
 	backupAtt  *attempt // the backup attempt, nil until one is sent
 	first      attempt  // the first attempt, allocated with the call
 	winner     *attempt
-	// reqCopy and attCopy are the request and attachment a
-	// SelectiveChannel hands to the sub-calls of later attempts: copied
-	// while the call is live, since those may start after the caller got
-	// its request and Controller back.
-	reqCopy proto.Message
-	attCopy []byte
 	// With rpcz on, every attempt is kept for the span.
 	trace    bool
 	attempts []*attempt
@@ -144,6 +141,10 @@ type attempt struct {
 	server *loadbalancer.Server // nil for a single-server Channel
 	backup bool                 // the backup request: sent once the policy allowed it
 	begin  time.Time
+	// selected: the balancer picked a server (and "la" counts the attempt
+	// in flight); such an attempt is fed back exactly once (fedBack).
+	selected bool
+	fedBack  bool
 	// For rpcz: when it ended and how.
 	end       time.Time
 	code      int32
@@ -206,6 +207,9 @@ func startCall(s sender, md protoreflect.MethodDescriptor, cntl *controller.Cont
 	c.resultsIn.Add(1)
 	c.finished.Add(1)
 
+	// c.mu is held until the call is set up, from before a StartCancel can
+	// find it: no event can end it half-built.
+	c.mu.Lock()
 	st.Mu.Lock()
 	reused := st.InUse
 	prev := st.Call
@@ -216,11 +220,11 @@ func startCall(s sender, md protoreflect.MethodDescriptor, cntl *controller.Cont
 	canceled := st.CancelRequested
 	st.Mu.Unlock()
 	if reused {
+		c.mu.Unlock()
 		refuseReuse(st, prev, done)
 		return
 	}
 
-	c.mu.Lock() // held until the call is set up, so no event can end it half-built
 	code, text := c.setUp(canceled)
 	if code != 0 {
 		c.ended = true
@@ -249,7 +253,7 @@ func refuseReuse(st *ctrl.State, prev ctrl.Call, done func()) {
 	st.ErrorCode = int32(controller.EINVAL)
 	st.ErrorText = "[E22]Controller was used by another call; call Reset before reusing it"
 	if done != nil {
-		go done()
+		done() // before CallMethod returns, so that Join cannot miss it
 	}
 }
 
@@ -371,17 +375,11 @@ func (c *call) onBackupTimer() {
 	c.issue(next) // on the timer's own goroutine
 }
 
-// newAttemptLocked starts the next attempt. Attempts after the first may
-// start after the caller got its request back, so a SelectiveChannel's
-// copy of the request is made here, while the call is live.
+// newAttemptLocked starts the next attempt.
 func (c *call) newAttemptLocked() *attempt {
 	a := &c.first
 	if c.current != nil {
 		a = &attempt{}
-		if c.rq.copyRequest && c.reqCopy == nil {
-			c.reqCopy = proto.Clone(c.req)
-			c.attCopy = bytes.Clone(c.cntl.RequestAttachment().Bytes())
-		}
 	}
 	a.call, a.id = c, nextCorrelationID.Add(1)
 	c.current = a
@@ -391,24 +389,16 @@ func (c *call) newAttemptLocked() *attempt {
 	return a
 }
 
-// requestFor is the request and attachment attempt a hands on
-// (SelectiveChannel).
-func (c *call) requestFor(a *attempt) (proto.Message, []byte) {
-	if a == &c.first {
-		// Issued on the caller's goroutine, before CallMethod returns.
-		return c.req, c.cntl.RequestAttachment().Bytes()
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.reqCopy, c.attCopy
-}
-
 // issue selects a server for attempt a and hands it to the sender. It runs
 // on the caller's goroutine for the first attempt and on a short-lived
 // goroutine for retries, never on a connection's reader.
 func (c *call) issue(a *attempt) {
 	defer c.issued()
 	c.mu.Lock()
+	if c.ended && !a.backup {
+		c.mu.Unlock() // nothing to send any more
+		return
+	}
 	a.begin = time.Now()
 	var err error
 	if lb := c.s.balancer(); lb != nil {
@@ -417,11 +407,24 @@ func (c *call) issue(a *attempt) {
 		in := loadbalancer.SelectIn{Excluded: &c.tried, BeginTime: a.begin,
 			RequestCode: c.rq.requestCode, HasRequestCode: c.rq.hasRequestCode}
 		a.server, err = lb.Select(in)
+		a.selected = err == nil && a.server != nil
 	}
 	c.mu.Unlock()
 	if err != nil {
 		code := selectErrno(err)
 		c.onFailure(a, code, fmt.Sprintf("[E%d]Fail to select server from %s: %v", code, c.s.describe(), err), false)
+		return
+	}
+	if a == &c.first && c.done != nil && !c.s.ready(a) {
+		// An asynchronous CallMethod returns to its caller at once, as
+		// brpc's does: connecting happens on another goroutine.
+		c.mu.Lock()
+		c.issuing++
+		c.mu.Unlock()
+		go func() {
+			defer c.issued()
+			c.s.send(c, a)
+		}()
 		return
 	}
 	c.s.send(c, a)
@@ -474,6 +477,15 @@ func (c *call) attach(a *attempt, handle any) bool {
 	return true
 }
 
+// lateBackupSent feeds back a backup that went out after its call ended
+// (see Channel.send).
+func (c *call) lateBackupSent(a *attempt) {
+	c.mu.Lock()
+	fb := c.feedbackLocked(a, c.abandonedCodeLocked(a))
+	c.mu.Unlock()
+	fb.send()
+}
+
 // takeLocked hands a's handle to the caller, who then owns finishing or
 // abandoning it; it happens exactly once.
 func (c *call) takeLocked(a *attempt) any {
@@ -490,7 +502,9 @@ func (c *call) claim(a *attempt, remote, local net.Addr) (handle any, won bool) 
 	c.mu.Lock()
 	handle = c.takeLocked(a)
 	if c.ended || !c.liveLocked(a) {
+		fb := c.feedbackLocked(a, c.abandonedCodeLocked(a))
 		c.mu.Unlock()
+		fb.send()
 		return handle, false
 	}
 	c.ended = true
@@ -533,10 +547,12 @@ func (c *call) onFailure(a *attempt, code controller.Errno, text string, answere
 	c.mu.Lock()
 	handle := c.takeLocked(a)
 	if c.ended || !c.liveLocked(a) {
+		fb := c.feedbackLocked(a, code)
 		c.mu.Unlock()
 		if handle != nil {
 			c.s.release(c, a, handle, answered)
 		}
+		fb.send()
 		return
 	}
 	c.appendErrorLocked(text)
@@ -588,18 +604,24 @@ func (f feedback) send() {
 	}
 }
 
-// feedbackLocked ends attempt a with code; c.mu is held.
+// feedbackLocked ends attempt a with code: the feedback it owes the load
+// balancer, exactly once for an attempt it selected, nothing otherwise or
+// later. c.mu is held.
 func (c *call) feedbackLocked(a *attempt, code controller.Errno) feedback {
 	if c.trace && a.end.IsZero() {
 		a.end, a.code = time.Now(), int32(code)
 	}
-	if code != 0 && a.server != nil {
+	if !a.selected || a.fedBack {
+		return feedback{}
+	}
+	a.fedBack = true
+	if code != 0 {
 		if cs, ok := a.server.Value.(*clusterServer); ok {
 			cs.errors.Add(1)
 		}
 	}
 	lb := c.s.balancer()
-	if lb == nil || a.server == nil || a.begin.IsZero() {
+	if lb == nil {
 		return feedback{}
 	}
 	return feedback{lb: lb, info: loadbalancer.CallInfo{
@@ -630,8 +652,17 @@ func (c *call) onTimeout() {
 }
 
 // Cancel implements ctrl.Call (Controller.StartCancel).
+// A backup policy may cancel from GetBackupRequestMs or DoBackup, which
+// run under the call's lock: the cancel then ends the call as soon as the
+// lock is free (brpc queues an error on a locked call id the same way).
 func (c *call) Cancel() {
-	c.endWith(controller.ECANCELED, "[E125]RPC was canceled")
+	const text = "[E125]RPC was canceled"
+	if !c.mu.TryLock() {
+		go c.endWith(controller.ECANCELED, text)
+		return
+	}
+	c.mu.Unlock()
+	c.endWith(controller.ECANCELED, text)
 }
 
 // endWith ends the call from outside any attempt (deadline, cancel).
@@ -647,15 +678,16 @@ func (c *call) endWith(code controller.Errno, text string) {
 	c.finish(code)
 }
 
-// abandonedCode is what an attempt still in flight when the call ends is
-// fed back to the load balancer with, as brpc does: EBACKUPREQUEST for
-// the first attempt when its backup won (so la learns to avoid the slow
-// server), ECANCELED for a backup the first attempt beat, and the call's
-// own code (ERPCTIMEDOUT, ECANCELED ...) when it did not succeed.
-func (c *call) abandonedCodeLocked(a *attempt, code controller.Errno) controller.Errno {
+// abandonedCodeLocked is what an attempt still in flight when the call
+// ended is fed back to the load balancer with, as brpc does:
+// EBACKUPREQUEST for the first attempt when its backup won (so la learns
+// to avoid the slow server), ECANCELED for a backup the first attempt
+// beat, and the call's own code (ERPCTIMEDOUT, ECANCELED ...) when it did
+// not succeed.
+func (c *call) abandonedCodeLocked(a *attempt) controller.Errno {
 	switch {
-	case code != 0:
-		return code
+	case c.code != 0:
+		return c.code
 	case c.winner == c.backupAtt:
 		return controller.EBACKUPREQUEST
 	default:
@@ -673,8 +705,11 @@ func (c *call) finish(code controller.Errno) {
 		c.backupTimer.Stop()
 	}
 	c.mu.Lock()
+	c.code = code
 	// Attempts still in flight are abandoned: at most the current one and
-	// the unfinished first attempt of a backed-up call.
+	// the unfinished first attempt of a backed-up call. Those connecting
+	// still are fed back now too; they find the call ended when they get
+	// their connection.
 	var abandoned [2]*attempt
 	var handles [2]any
 	var fbs [2]feedback
@@ -683,10 +718,8 @@ func (c *call) finish(code controller.Errno) {
 			continue
 		}
 		abandoned[i], handles[i] = a, c.takeLocked(a)
-		if handles[i] != nil {
-			a.abandoned = true
-			fbs[i] = c.feedbackLocked(a, c.abandonedCodeLocked(a, code))
-		}
+		a.abandoned = handles[i] != nil
+		fbs[i] = c.feedbackLocked(a, c.abandonedCodeLocked(a))
 	}
 	body := c.takeBodyLocked()
 	hasBackup := c.backupAtt != nil
@@ -708,8 +741,8 @@ func (c *call) finish(code controller.Errno) {
 	for i, a := range abandoned {
 		if handles[i] != nil {
 			c.s.release(c, a, handles[i], false)
-			fbs[i].send()
 		}
+		fbs[i].send()
 	}
 
 	// Exactly once per RPC, sync or async, with the results in place.

@@ -1,6 +1,7 @@
 package channel
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -190,13 +191,18 @@ func (s *SelectiveChannel) balancer() loadbalancer.LoadBalancer { return s.lb }
 func (s *SelectiveChannel) backupPolicy() backup.Policy         { return s.policy }
 func (s *SelectiveChannel) stats() *channelVars                 { return s.vars }
 
-// prepare notes what sub-calls need: the sub-channels serialize the
-// request themselves, so later attempts get a copy (call.requestFor).
+// prepare copies what sub-calls send: the sub-channels serialize the
+// request themselves, and an attempt may start (or still be starting)
+// after the caller got its request and Controller back.
 func (s *SelectiveChannel) prepare(c *call) (controller.Errno, string) {
-	c.rq.copyRequest = true
+	c.rq.reqCopy = proto.Clone(c.req)
+	c.rq.attCopy = bytes.Clone(c.cntl.RequestAttachment().Bytes())
 	c.rq.respType = c.resp.ProtoReflect().Type()
 	return 0, ""
 }
+
+// ready: a sub-call never waits for its peer on the caller's goroutine.
+func (s *SelectiveChannel) ready(*attempt) bool { return true }
 
 // subCall is one attempt on a sub-channel: its own Controller and its own
 // response object, so a loser can never write into the user's response;
@@ -221,18 +227,18 @@ func (s *SelectiveChannel) send(c *call, a *attempt) {
 	}
 	sc.cntl.SetRequestCompressType(rq.compress)
 	sc.cntl.SetRequestChecksumType(rq.checksumType)
-	req, att := c.requestFor(a)
-	sc.cntl.RequestAttachment().Write(att)
+	sc.cntl.RequestAttachment().Write(rq.attCopy)
 	if !c.attach(a, sc) {
 		// The call ended meanwhile; a backup the policy allowed still
 		// goes out (see Channel.send), and is abandoned at once.
 		if a.backup {
-			sub.CallMethod(c.md, &sc.cntl, req, sc.resp, func() {})
+			sub.CallMethod(c.md, &sc.cntl, rq.reqCopy, sc.resp, func() {})
 			sc.cntl.StartCancel()
+			c.lateBackupSent(a)
 		}
 		return
 	}
-	sub.CallMethod(c.md, &sc.cntl, req, sc.resp, func() { s.subDone(c, a, sc) })
+	sub.CallMethod(c.md, &sc.cntl, rq.reqCopy, sc.resp, func() { s.subDone(c, a, sc) })
 }
 
 // subDone runs when a sub-call ends.

@@ -64,6 +64,9 @@ func (ch *Channel) endpointOf(a *attempt) *transport.Endpoint {
 	return ch.single
 }
 
+// ready reports whether a connection to a's server is open and free.
+func (ch *Channel) ready(a *attempt) bool { return ch.endpointOf(a).Ready() }
+
 // send connects (within the connect timeout, capped by the deadline) and
 // writes the frame.
 func (ch *Channel) send(c *call, a *attempt) {
@@ -72,13 +75,14 @@ func (ch *Channel) send(c *call, a *attempt) {
 		a.server.Value.(*clusterServer).selected.Add(1)
 	}
 	connectTimeout := c.connectTimeout
+	cutByDeadline := false
 	if !c.deadline.IsZero() {
 		left := time.Until(c.deadline)
 		if left <= 0 {
 			left = time.Millisecond // the deadline timer is about to end the call
 		}
 		if connectTimeout == 0 || left < connectTimeout {
-			connectTimeout = left
+			connectTimeout, cutByDeadline = left, true
 		}
 	}
 	conn, err := ep.Acquire(connectTimeout)
@@ -87,7 +91,11 @@ func (ch *Channel) send(c *call, a *attempt) {
 		if ch.closed() {
 			code = controller.EINVAL
 		}
-		ch.serverFailed(a, code, err.Error())
+		// A connect the call's own deadline cut short says nothing bad of
+		// the server.
+		if !(cutByDeadline && code == controller.ETIMEDOUT) {
+			ch.serverFailed(a, code, err.Error())
+		}
 		c.onFailure(a, code, fmt.Sprintf("[E%d]Fail to connect %s: %v", code, ep.Addr(), err), false)
 		return
 	}
@@ -97,6 +105,7 @@ func (ch *Channel) send(c *call, a *attempt) {
 		// it. Its answer will be dropped.
 		if a.backup {
 			ch.writeRequest(c, a, conn)
+			c.lateBackupSent(a)
 		}
 		ep.Release(conn, !a.backup)
 		return

@@ -13,7 +13,7 @@ import (
 )
 
 // One port serves every protocol, as brpc's does: the first bytes of a
-// new connection pick it. "PRPC" is baidu_std, handed to netpoll; an HTTP
+// new connection pick it. "PRPC" is baidu_std, handed to transport; an HTTP
 // method is HTTP/1.1, handed to net/http; anything else is closed. The
 // bytes are only peeked (MSG_PEEK), so whichever side takes the
 // connection reads it from its first byte.
@@ -116,15 +116,33 @@ func peek(c *net.TCPConn) (protocolKind, []byte, error) {
 			return false
 		}
 		seen = n
-		kind, decided = classify(buf[:n])
+		if kind, decided = classify(buf[:n]); decided {
+			return true
+		}
 		// Not decided yet: wait for more bytes (the poller wakes us on
-		// new data, not on data already there).
-		return decided
+		// new data, not on data already there), unless the peer has
+		// closed already: its FIN may have come with the bytes, before
+		// this wait began, and would wake nobody.
+		if peerClosed(fd) {
+			rerr = errors.New("closed before its protocol was known")
+			return true
+		}
+		return false
 	})
 	if err == nil {
 		err = rerr
 	}
 	return kind, buf[:max(n, 0)], err
+}
+
+// sniffDeadline is how long a new connection may stay silent: the sniff
+// timeout, or IdleTimeoutSec when that is shorter.
+func (s *Server) sniffDeadline() time.Duration {
+	d := sniffTimeout.get()
+	if idle := time.Duration(s.opts.IdleTimeoutSec) * time.Second; idle > 0 && idle < d {
+		d = idle
+	}
+	return d
 }
 
 // abortHandshakes ends the peeks of connections not classified yet (Stop
@@ -181,7 +199,7 @@ func (s *Server) handshake(c *net.TCPConn, l *listener) {
 	// so a Stop cannot slip in before it.
 	s.mu.Lock()
 	stopping := s.state.Load() != stateRunning
-	c.SetReadDeadline(time.Now().Add(sniffTimeout.get()))
+	c.SetReadDeadline(time.Now().Add(s.sniffDeadline()))
 	s.mu.Unlock()
 	if stopping {
 		c.SetReadDeadline(time.Now())

@@ -41,7 +41,7 @@ func (s *Server) newHTTPServer() {
 	}
 	s.http = &http.Server{
 		Handler:           s,
-		ReadHeaderTimeout: sniffTimeout.get(),
+		ReadHeaderTimeout: s.sniffDeadline(),
 		IdleTimeout:       idle,
 		ErrorLog:          slog.NewLogLogger(slog.Default().Handler(), slog.LevelWarn),
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {

@@ -439,8 +439,7 @@ func flushAnswers(conns []*transport.ServerConn) {
 }
 
 // closeIdleConnections is brpc's idle_timeout_sec: once a second it closes
-// the baidu_std connections that carried no request for that long and
-// have none in flight.
+// the baidu_std connections on which nothing moved for that long.
 func (s *Server) closeIdleConnections(timeout time.Duration) {
 	defer s.loops.Done()
 	t := time.NewTicker(time.Second)
@@ -453,7 +452,9 @@ func (s *Server) closeIdleConnections(timeout time.Duration) {
 			s.mu.Lock()
 			var idle []*transport.ServerConn
 			for c := range s.conns {
-				if c.InFlight() == 0 && now.Sub(c.IdleSince()) >= timeout {
+				// Idle: no byte moved either way for timeout, no request in
+				// a handler and no answer waiting to go out.
+				if c.InFlight() == 0 && c.Unwritten() == 0 && now.Sub(c.IdleSince()) >= timeout {
 					idle = append(idle, c)
 				}
 			}

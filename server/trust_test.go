@@ -311,3 +311,29 @@ func TestInternalPortRefusesUserServicesOverBaiduStd(t *testing.T) {
 	assert.Zero(t, svc.Calls.Load())
 	echoOnce(t, srv.ListenAddress().String())
 }
+
+// IdleTimeoutSec is brpc's idle_timeout_sec: a baidu_std connection that
+// carried no request for that long, and has none in flight, is closed.
+func TestIdleTimeoutClosesIdleConnections(t *testing.T) {
+	srv, svc := echotest.StartServer(t, &server.Options{IdleTimeoutSec: 1})
+	idle := dialRaw(t, srv)
+	idle.send(requestFrame(t, "gobrpc.test.EchoService", "Echo", 1, echoPayload(t, "x"), nil))
+	require.NotNil(t, idle.readFrame())
+	busy := dialRaw(t, srv)
+	busy.send(requestFrame(t, "gobrpc.test.EchoService", "Echo", 1, echoPayload(t, "hold"), nil))
+	var done func()
+	select {
+	case done = <-svc.Held:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the handler did not run")
+	}
+
+	start := time.Now()
+	idle.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, err := idle.Read(make([]byte, 1))
+	assert.ErrorIs(t, err, io.EOF, "closed when idle")
+	assert.Greater(t, time.Since(start), 500*time.Millisecond)
+
+	done() // the busy connection was kept: its answer arrives
+	require.NotNil(t, busy.readFrame())
+}

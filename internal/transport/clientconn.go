@@ -3,13 +3,12 @@ package transport
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
-
-	"github.com/cloudwego/netpoll"
 
 	"github.com/gobrpc/gobrpc/controller"
 	"github.com/gobrpc/gobrpc/protocol/baidustd"
@@ -41,10 +40,9 @@ type ClientConn struct {
 
 var errConnBroken = errors.New("connection is broken")
 
-// dial connects with Go's dialer and hands the socket to netpoll.
-// netpoll's own dialer reports a refused connection as "closed by peer";
-// Go's keeps the errno (ECONNREFUSED, ETIMEDOUT, EHOSTUNREACH ...), which
-// brpc's retry policy and users' logs rely on.
+// dial connects with Go's dialer, which keeps the errno (ECONNREFUSED,
+// ETIMEDOUT, EHOSTUNREACH ...) that brpc's retry policy and users' logs
+// rely on.
 func dial(ep *Endpoint, timeout time.Duration) (*ClientConn, error) {
 	d := net.Dialer{Timeout: timeout}
 	gc, err := d.Dial("tcp", ep.addr)
@@ -52,18 +50,20 @@ func dial(ep *Endpoint, timeout time.Duration) (*ClientConn, error) {
 		return nil, err
 	}
 	c := &ClientConn{ep: ep, pending: make(map[int64]ResponseHandler)}
-	eof := "Got EOF of " + gc.RemoteAddr().String()
+	remote := gc.RemoteAddr().String()
 	// TCP_NODELAY is already on, as Go sets it.
-	conn, err := adopt(gc.(*net.TCPConn), ep.opts.MaxBodySize, c.onFrame, func() {
-		c.failAll(controller.EEOF, eof)
+	conn, err := adopt(gc.(*net.TCPConn), ep.opts.MaxBodySize, c.onFrame, func(cause error) {
+		if cause != nil { // the server sent what cannot be a response
+			c.failAll(controller.EFAILEDSOCKET, "Fail to read a response from "+remote+": "+cause.Error())
+			return
+		}
+		c.failAll(controller.EEOF, "Got EOF of "+remote)
 	})
 	if err != nil {
 		return nil, err
 	}
 	c.conn = conn
-	if err := conn.start(); err != nil {
-		return nil, err
-	}
+	conn.start()
 	return c, nil
 }
 
@@ -162,16 +162,14 @@ func (c *ClientConn) onFrame(m *baidustd.Meta, msg, att []byte, err error) error
 
 // ErrnoOf maps a dial or write error to brpc's error code.
 func ErrnoOf(err error) controller.Errno {
-	// netpoll's own errors are syscall.Errno values above 0x100: test them
-	// before treating err as a system errno.
 	switch {
 	case errors.Is(err, ErrOvercrowded):
 		return controller.EOVERCROWDED
-	case errors.Is(err, netpoll.ErrDialTimeout), errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, context.DeadlineExceeded):
 		return controller.ETIMEDOUT
-	case errors.Is(err, netpoll.ErrEOF):
+	case errors.Is(err, io.EOF):
 		return controller.EEOF
-	case errors.Is(err, netpoll.ErrConnClosed), errors.Is(err, ErrWriterClosed):
+	case errors.Is(err, net.ErrClosed), errors.Is(err, ErrWriterClosed):
 		return controller.EFAILEDSOCKET
 	}
 	var ne net.Error
@@ -179,7 +177,7 @@ func ErrnoOf(err error) controller.Errno {
 		return controller.ETIMEDOUT
 	}
 	var errno syscall.Errno
-	if errors.As(err, &errno) && errno > 0 && errno < 0x100 {
+	if errors.As(err, &errno) && errno > 0 {
 		return controller.ErrnoOfSystem(errno)
 	}
 	return controller.EFAILEDSOCKET

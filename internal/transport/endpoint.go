@@ -65,6 +65,20 @@ func (e *Endpoint) Addr() string { return e.addr }
 // ConnType is the endpoint's connection type.
 func (e *Endpoint) ConnType() ConnType { return e.opts.ConnType }
 
+// Ready reports whether Acquire would return at once, without dialing: a
+// single connection is open, or a pooled one is idle.
+func (e *Endpoint) Ready() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	switch e.opts.ConnType {
+	case Pooled:
+		return len(e.idle) > 0
+	case Short:
+		return false
+	}
+	return e.single != nil && e.single.Healthy()
+}
+
 // Acquire returns a connection ready for one request. connectTimeout <= 0
 // means no limit. Pooled and short connections are exclusive to the
 // caller until Release.

@@ -37,14 +37,14 @@ type ServeOptions struct {
 	OnClose func(sc *ServerConn)
 }
 
-// Serve adopts an accepted connection (its first bytes only peeked so far)
-// and starts reading requests from it.
+// Serve takes an accepted connection over (its first bytes only peeked so
+// far) and starts reading requests from it.
 func Serve(tc *net.TCPConn, opts ServeOptions) (*ServerConn, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	sc := &ServerConn{internal: opts.Internal, created: time.Now(), ctx: ctx, cancel: cancel}
 	conn, err := adopt(tc, opts.MaxBodySize,
 		func(m *baidustd.Meta, msg, att []byte, err error) error { return opts.OnRequest(sc, m, msg, att, err) },
-		func() {
+		func(error) {
 			sc.closed.Store(true)
 			cancel()
 			if opts.OnClose != nil {
@@ -56,9 +56,7 @@ func Serve(tc *net.TCPConn, opts ServeOptions) (*ServerConn, error) {
 		return nil, err
 	}
 	sc.conn = conn
-	if err := conn.start(); err != nil {
-		return nil, err
-	}
+	conn.start()
 	return sc, nil
 }
 
@@ -97,7 +95,7 @@ func (sc *ServerConn) RemoteAddr() net.Addr { return sc.conn.remote }
 // LocalAddr is the server's address on this connection.
 func (sc *ServerConn) LocalAddr() net.Addr { return sc.conn.local }
 
-// IdleSince is when the last request was read.
+// IdleSince is when bytes last moved on the connection, either way.
 func (sc *ServerConn) IdleSince() time.Time { return sc.conn.IdleSince() }
 
 // InFlight counts the requests not answered yet.

@@ -11,8 +11,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		goleak.IgnoreAnyFunction("github.com/cloudwego/netpoll.(*defaultPoll).Wait"))
+	goleak.VerifyTestMain(m)
 }
 
 func TestSocketMapSharesEndpointsByGroup(t *testing.T) {

@@ -1,6 +1,6 @@
 // Package echotest provides an echo service and helpers for gobrpc's own
-// tests: a real server on a loopback port and the goleak options that
-// account for netpoll's process-wide pollers.
+// tests: a real server on a loopback port and the goleak options for
+// gobrpc's tests.
 package echotest
 
 import (
@@ -131,13 +131,6 @@ func StartServer(t testing.TB, opts *server.Options) (*server.Server, *Service) 
 	return srv, svc
 }
 
-// LeakOptions ignore the goroutines netpoll keeps for the whole process
-// (its pollers and its idle worker pool); everything else must be gone.
-func LeakOptions() []goleak.Option {
-	return []goleak.Option{
-		goleak.IgnoreAnyFunction("github.com/cloudwego/netpoll.(*defaultPoll).Wait"),
-		goleak.IgnoreAnyFunction("github.com/bytedance/gopkg/util/gopool.(*worker).run.func1"),
-		goleak.IgnoreAnyFunction("github.com/cloudwego/gopkg/concurrency/gopool.(*worker).run.func1"),
-		goleak.IgnoreAnyFunction("github.com/cloudwego/netpoll/internal/runner.init.func1"),
-	}
-}
+// LeakOptions are the goleak options of gobrpc's tests: every goroutine a
+// test started must be gone, none is ignored.
+func LeakOptions() []goleak.Option { return nil }
