@@ -91,11 +91,13 @@ func (ch *Channel) send(c *call, a *attempt) {
 		if ch.closed() {
 			code = controller.EINVAL
 		}
-		// A connect the call's own deadline cut short says nothing bad of
-		// the server.
-		if !(cutByDeadline && code == controller.ETIMEDOUT) {
-			ch.serverFailed(a, code, err.Error())
+		if cutByDeadline && code == controller.ETIMEDOUT {
+			// The call's own deadline cut the connect short: that says
+			// nothing bad of the server, and the deadline timer, firing
+			// now, ends the call with ERPCTIMEDOUT.
+			return
 		}
+		ch.serverFailed(a, code, err.Error())
 		c.onFailure(a, code, fmt.Sprintf("[E%d]Fail to connect %s: %v", code, ep.Addr(), err), false)
 		return
 	}

@@ -305,6 +305,9 @@ func startServer(fw, profile string) (*serverProc, error) {
 	if err != nil {
 		return nil, err
 	}
+	if alt := os.Getenv("ECHOBENCH_SERVER"); alt != "" {
+		exe = alt // another build's server, to measure one side's change alone
+	}
 	args := append(append([]string(nil), subcommand...), "-role=server", "-framework="+fw, "-addr=127.0.0.1:0", "-cpuprofile="+profile)
 	cmd := exec.Command(exe, args...)
 	cmd.Stderr = os.Stderr
