@@ -481,7 +481,7 @@ func (c *call) attach(a *attempt, handle any) bool {
 // (see Channel.send).
 func (c *call) lateBackupSent(a *attempt) {
 	c.mu.Lock()
-	fb := c.feedbackLocked(a, c.abandonedCodeLocked(a))
+	fb := c.feedbackLocked(a, c.abandonedCodeLocked())
 	c.mu.Unlock()
 	fb.send()
 }
@@ -502,7 +502,7 @@ func (c *call) claim(a *attempt, remote, local net.Addr) (handle any, won bool) 
 	c.mu.Lock()
 	handle = c.takeLocked(a)
 	if c.ended || !c.liveLocked(a) {
-		fb := c.feedbackLocked(a, c.abandonedCodeLocked(a))
+		fb := c.feedbackLocked(a, c.abandonedCodeLocked())
 		c.mu.Unlock()
 		fb.send()
 		return handle, false
@@ -684,7 +684,7 @@ func (c *call) endWith(code controller.Errno, text string) {
 // to avoid the slow server), ECANCELED for a backup the first attempt
 // beat, and the call's own code (ERPCTIMEDOUT, ECANCELED ...) when it did
 // not succeed.
-func (c *call) abandonedCodeLocked(a *attempt) controller.Errno {
+func (c *call) abandonedCodeLocked() controller.Errno {
 	switch {
 	case c.code != 0:
 		return c.code
@@ -719,7 +719,7 @@ func (c *call) finish(code controller.Errno) {
 		}
 		abandoned[i], handles[i] = a, c.takeLocked(a)
 		a.abandoned = handles[i] != nil
-		fbs[i] = c.feedbackLocked(a, c.abandonedCodeLocked(a))
+		fbs[i] = c.feedbackLocked(a, c.abandonedCodeLocked())
 	}
 	body := c.takeBodyLocked()
 	hasBackup := c.backupAtt != nil

@@ -343,11 +343,9 @@ var recording = struct {
 	last *recordingLB
 }{}
 
-// Item 9: an attempt abandoned because the other one won is fed back as
-// brpc feeds it back: EBACKUPREQUEST for a first attempt whose backup won
-// (so "la" learns to avoid the slow server), ECANCELED for a backup the
-// first attempt beat. It used to be fed back with the call's code, 0.
-func TestAbandonedAttemptsAreFedBackWithBrpcsCodes(t *testing.T) {
+// recordingChannel is a Channel over url balanced by a new recordingLB.
+func recordingChannel(t *testing.T, url string, o *channel.Options) (*channel.Channel, *recordingLB) {
+	t.Helper()
 	recording.once.Do(func() {
 		loadbalancer.Register("test_recording", func(string) (loadbalancer.LoadBalancer, error) {
 			b := &recordingLB{codes: map[string][]int32{}}
@@ -357,20 +355,27 @@ func TestAbandonedAttemptsAreFedBackWithBrpcsCodes(t *testing.T) {
 			return b, nil
 		})
 	})
+	ch := &channel.Channel{}
+	require.NoError(t, ch.Init(url, "test_recording", o))
+	t.Cleanup(func() { ch.Close() })
+	recording.mu.Lock()
+	defer recording.mu.Unlock()
+	return ch, recording.last
+}
+
+// Item 9: an attempt abandoned because the other one won is fed back as
+// brpc feeds it back: EBACKUPREQUEST for a first attempt whose backup won
+// (so "la" learns to avoid the slow server), ECANCELED for a backup the
+// first attempt beat. It used to be fed back with the call's code, 0.
+func TestAbandonedAttemptsAreFedBackWithBrpcsCodes(t *testing.T) {
 	slow, slowSvc := echotest.StartServer(t, nil)
 	slowSvc.Delay.Store(int64(200 * time.Millisecond))
 	fast, _ := echotest.StartServer(t, nil)
-	var ch channel.Channel
 	o := channel.DefaultOptions()
 	o.BackupRequestMs = 20
 	o.TimeoutMs = 5000
-	url := "list://" + slow.ListenAddress().String() + "," + fast.ListenAddress().String()
-	require.NoError(t, ch.Init(url, "test_recording", &o))
-	defer ch.Close()
-	recording.mu.Lock()
-	lb := recording.last
-	recording.mu.Unlock()
-	stub := testpb.NewEchoServiceStub(&ch)
+	ch, lb := recordingChannel(t, "list://"+slow.ListenAddress().String()+","+fast.ListenAddress().String(), &o)
+	stub := testpb.NewEchoServiceStub(ch)
 	const n = 10
 	for range n {
 		cntl := controller.New()
@@ -401,32 +406,18 @@ func count(codes []int32, code int32) int {
 
 // A backup the first attempt beat is fed back with ECANCELED.
 func TestBeatenBackupIsFedBackCanceled(t *testing.T) {
-	recording.once.Do(func() {
-		loadbalancer.Register("test_recording", func(string) (loadbalancer.LoadBalancer, error) {
-			b := &recordingLB{codes: map[string][]int32{}}
-			recording.mu.Lock()
-			recording.last = b
-			recording.mu.Unlock()
-			return b, nil
-		})
-	})
 	// The first attempt's server answers after 60 ms, the backup's after
 	// 2 s: the first wins, the backup is abandoned.
 	first, firstSvc := echotest.StartServer(t, nil)
 	firstSvc.Delay.Store(int64(60 * time.Millisecond))
 	backup, backupSvc := echotest.StartServer(t, nil)
 	backupSvc.Delay.Store(int64(2 * time.Second))
-	var ch channel.Channel
 	o := channel.DefaultOptions()
 	o.BackupRequestMs = 10
 	o.TimeoutMs = 5000
-	require.NoError(t, ch.Init("list://"+first.ListenAddress().String()+","+backup.ListenAddress().String(), "test_recording", &o))
-	defer ch.Close()
-	recording.mu.Lock()
-	lb := recording.last
-	recording.mu.Unlock()
+	ch, lb := recordingChannel(t, "list://"+first.ListenAddress().String()+","+backup.ListenAddress().String(), &o)
 	cntl := controller.New()
-	echo(testpb.NewEchoServiceStub(&ch), cntl, "x")
+	echo(testpb.NewEchoServiceStub(ch), cntl, "x")
 	require.NoError(t, cntl.Err())
 	require.True(t, cntl.HasBackupRequest())
 	lb.mu.Lock()

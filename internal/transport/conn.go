@@ -34,7 +34,6 @@ type Conn struct {
 	closed    atomic.Bool
 	closeOnce sync.Once
 	lastRead  atomic.Int64 // unix ns of the last bytes read, for idle timeouts
-	cause     error        // why the reader gave up, if the peer sent what is not a frame; set before closed
 }
 
 // FrameHandler receives each frame read from a connection, decoded into m
@@ -85,7 +84,6 @@ const (
 func (c *Conn) readLoop() {
 	var cause error
 	defer func() {
-		c.cause = cause
 		c.Close()
 		c.w.Close()
 		if c.onClose != nil {

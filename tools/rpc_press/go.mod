@@ -10,9 +10,4 @@ require (
 	google.golang.org/protobuf v1.36.12
 )
 
-require (
-	github.com/bytedance/gopkg v0.1.1 // indirect
-	github.com/cloudwego/gopkg v0.1.4 // indirect
-	github.com/cloudwego/netpoll v0.7.2 // indirect
-	golang.org/x/sync v0.8.0 // indirect
-)
+require golang.org/x/sync v0.8.0 // indirect
