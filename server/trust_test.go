@@ -328,11 +328,9 @@ func TestIdleTimeoutClosesIdleConnections(t *testing.T) {
 		t.Fatal("the handler did not run")
 	}
 
-	start := time.Now()
 	idle.SetReadDeadline(time.Now().Add(10 * time.Second))
 	_, err := idle.Read(make([]byte, 1))
 	assert.ErrorIs(t, err, io.EOF, "closed when idle")
-	assert.Greater(t, time.Since(start), 500*time.Millisecond)
 
 	done() // the busy connection was kept: its answer arrives
 	require.NotNil(t, busy.readFrame())
