@@ -1340,11 +1340,10 @@ func TestReuseAttackSelectiveFirstAttemptAfterEnd(t *testing.T) {
 			// A large attachment, rewritten in place by the next call.
 			cntl.RequestAttachment().WriteString(strings.Repeat("x", 64<<10))
 		},
+		// Its 2 ms deadline passes while the balancer selects; on a busy
+		// machine the deadline's timer may fire late enough for the answer
+		// to win, which is fine: what matters is that nothing races.
 		allowed: raTimedOut,
-		check: func(t *testing.T, cntl *controller.Controller, resp *testpb.EchoResponse, i int64) {
-			// Its 2 ms deadline passed while the balancer selected.
-			t.Errorf("call %d succeeded after %d us with a deadline of 2 ms", i, cntl.LatencyUs())
-		},
 	}
 	raRunChain(t, c)
 	slowSelects.Store(false)
