@@ -64,11 +64,12 @@ type Writer struct {
 	writeFn    func(fd uintptr) bool
 
 	mu      sync.Mutex
-	busy    bool   // a writer or the flusher owns the socket
-	pending []byte // frames queued behind the write in progress
-	spare   []byte // a drained batch, kept to be reused
-	writing int    // bytes of the write in progress
-	err     error  // the first failure; every later Write fails with it
+	busy    bool        // a writer or the flusher owns the socket
+	pending []byte      // frames queued behind the write in progress
+	spare   []byte      // a drained batch, kept to be reused
+	trim    *time.Timer // drops large buffers once the connection is quiet
+	writing int         // bytes of the write in progress
+	err     error       // the first failure; every later Write fails with it
 
 	written   atomic.Int64 // bytes written so far, for Server.Join's drain
 	lastWrite atomic.Int64 // unix ns of the last bytes written, for idle timeouts
@@ -80,31 +81,16 @@ type Writer struct {
 const maxFlushRounds = 8
 
 // Batch buffers are reused: 512 callers of 1 KB make batches of about
-// 0.5 MB, and re-growing them cost more than the syscalls saved. A
-// connection keeps a buffer of up to maxSpare for itself; larger ones go to
-// batchPool, shared by all connections and emptied by the GC when unused,
-// so that thousands of connections that once saw a burst do not each hold
-// a large buffer. Batches over maxPooled are left to the GC.
+// 0.5 MB, and re-growing them (or taking them from a sync.Pool, which every
+// GC empties) cost more than the syscalls saved and made the GC run twice
+// as often. So a connection keeps its two batch buffers, pending and spare,
+// whatever their size while it is busy; once it has written nothing for
+// trimAfter, buffers over maxSpare go, so that thousands of connections
+// that once saw a burst do not each hold a large buffer.
 const (
 	maxSpare  = 64 << 10
-	maxPooled = 4 << 20
+	trimAfter = time.Second
 )
-
-var batchPool sync.Pool // of *[]byte
-
-func getBatch() []byte {
-	if p, ok := batchPool.Get().(*[]byte); ok {
-		return (*p)[:0]
-	}
-	return nil
-}
-
-func putBatch(b []byte) {
-	if cap(b) <= maxPooled {
-		b = b[:0]
-		batchPool.Put(&b)
-	}
-}
 
 // newWriter writes to conn (raw is its SyscallConn). onError is called
 // once, from a writer's goroutine, when a write fails (the connection must
@@ -135,13 +121,13 @@ func (w *Writer) Write(head, body []byte, othersLikely bool) error {
 			w.mu.Unlock()
 			return ErrOvercrowded
 		}
-		w.pending = append(append(w.pending, head...), body...)
+		w.queueLocked(head, body)
 		w.mu.Unlock()
 		return nil
 	}
 	w.busy = true
 	if othersLikely {
-		w.pending = append(append(w.pending, head...), body...)
+		w.queueLocked(head, body)
 		w.mu.Unlock()
 		runtime.Gosched()
 		w.drain()
@@ -159,7 +145,8 @@ func (w *Writer) Write(head, body []byte, othersLikely bool) error {
 		// The socket is full: the rest goes first, before what others
 		// queued meanwhile, and the flusher waits for the peer.
 		w.mu.Lock()
-		rest := getBatch()
+		rest := w.spare[:0]
+		w.spare = nil
 		if n < len(head) {
 			rest = append(rest, head[n:]...)
 			rest = append(rest, body...)
@@ -240,37 +227,53 @@ func (w *Writer) flushInBackground() {
 	}
 }
 
-// takePendingLocked hands the pending frames over as one batch.
+// queueLocked appends a frame to the pending ones.
+func (w *Writer) queueLocked(head, body []byte) {
+	w.pending = append(append(w.pending, head...), body...)
+}
+
+// takePendingLocked hands the pending frames over as one batch; the next
+// one goes into the spare buffer.
 func (w *Writer) takePendingLocked() []byte {
 	batch := w.pending
-	if w.spare != nil {
-		w.pending, w.spare = w.spare[:0], nil
-	} else {
-		w.pending = getBatch()
-	}
+	w.pending, w.spare = w.spare[:0], nil
 	w.writing = len(batch)
 	return batch
 }
 
 // recycleLocked keeps a written batch's memory for the next one.
 func (w *Writer) recycleLocked(b []byte) {
-	switch {
-	case b == nil:
-	case cap(b) <= maxSpare && w.spare == nil:
+	if b != nil && cap(b) > cap(w.spare) {
 		w.spare = b[:0]
-	case cap(b) > maxSpare:
-		putBatch(b)
 	}
 }
 
-// idleLocked gives the socket up. A large pending buffer (taken from the
-// pool for a burst) goes back to the pool: an idle connection keeps at
-// most maxSpare.
+// idleLocked gives the socket up; large buffers are dropped if the
+// connection stays quiet for trimAfter.
 func (w *Writer) idleLocked() {
 	w.busy = false
-	if cap(w.pending) > maxSpare {
-		putBatch(w.pending)
+	if cap(w.pending) <= maxSpare && cap(w.spare) <= maxSpare {
+		return
+	}
+	if w.trim == nil {
+		w.trim = time.AfterFunc(trimAfter, w.trimBuffers)
+	} else {
+		w.trim.Reset(trimAfter)
+	}
+}
+
+// trimBuffers drops the buffers over maxSpare of a quiet connection.
+func (w *Writer) trimBuffers() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.busy || time.Since(time.Unix(0, w.lastWrite.Load())) < trimAfter/2 {
+		return // busy again: it keeps them, and goes idle again later
+	}
+	if cap(w.pending) > maxSpare && len(w.pending) == 0 {
 		w.pending = nil
+	}
+	if cap(w.spare) > maxSpare {
+		w.spare = nil
 	}
 }
 
@@ -375,5 +378,8 @@ func (w *Writer) Close() {
 		w.err = ErrWriterClosed
 	}
 	w.pending, w.spare = nil, nil
+	if w.trim != nil {
+		w.trim.Stop()
+	}
 	w.mu.Unlock()
 }
