@@ -1342,7 +1342,7 @@ func TestAttackHTTP(t *testing.T) {
 	huge.send(big[:512<<10])
 	prof := dialRaw(t, srv)
 	prof.send([]byte("GET /pprof/profile?seconds=30 HTTP/1.1\r\nHost: x\r\n\r\n"))
-	require.Eventually(t, func() bool { return atkGoroutineIn("net/http/pprof.Profile") }, 10*time.Second, 10*time.Millisecond,
+	require.Eventually(t, func() bool { return atkGoroutineIn("gobrpc/server/builtin.serveCPUProfile") }, 10*time.Second, 10*time.Millisecond,
 		"the CPU profile started")
 	took := atkStopJoin(t, srv)
 	t.Logf("Stop+Join with HTTP connections mid-request and a CPU profile running took %v", took)
@@ -1353,7 +1353,7 @@ func TestAttackHTTP(t *testing.T) {
 		var ne net.Error
 		assert.False(t, errors.As(err, &ne) && ne.Timeout(), "an HTTP connection was left open after Join")
 	}
-	require.Eventually(t, func() bool { return !atkGoroutineIn("net/http/pprof.Profile") }, 10*time.Second, 10*time.Millisecond,
+	require.Eventually(t, func() bool { return !atkGoroutineIn("gobrpc/server/builtin.serveCPUProfile") }, 10*time.Second, 10*time.Millisecond,
 		"the CPU profile handler ended after Join")
 }
 

@@ -241,31 +241,6 @@ func TestBrpcMetrics(t *testing.T) {
 	assert.Contains(t, r.body, "# HELP bt_metrics_requests\n# TYPE bt_metrics_requests gauge\nbt_metrics_requests 42\n")
 }
 
-func TestPprof(t *testing.T) {
-	h := newHarness(t, Options{})
-	index := h.get("/pprof/", browserUA)
-	assert.Equal(t, http.StatusOK, index.status)
-	assert.Contains(t, index.body, "goroutine")
-	assert.Contains(t, index.body, `href='heap?debug=1'`, "relative links, valid under /pprof/")
-
-	g := h.get("/pprof/goroutine?debug=1", curlUA)
-	assert.Equal(t, http.StatusOK, g.status)
-	assert.Contains(t, g.body, "goroutine profile:")
-
-	assert.Equal(t, http.StatusOK, h.get("/pprof/heap?debug=1", curlUA).status)
-	assert.Equal(t, http.StatusOK, h.get("/pprof/cmdline", curlUA).status)
-	assert.Equal(t, http.StatusOK, h.get("/pprof/symbol", curlUA).status)
-	assert.Equal(t, http.StatusNotFound, h.get("/pprof/no_such_profile", curlUA).status)
-
-	// /pprof redirects to /pprof/ so that the index's relative links work.
-	req, _ := http.NewRequest(http.MethodGet, h.ts.URL+"/pprof", nil)
-	resp, err := h.ts.Client().Transport.RoundTrip(req)
-	require.NoError(t, err)
-	resp.Body.Close()
-	assert.Equal(t, http.StatusMovedPermanently, resp.StatusCode)
-	assert.Equal(t, "/pprof/", resp.Header.Get("Location"))
-}
-
 func TestRpcz(t *testing.T) {
 	h := newHarness(t, Options{})
 	r := h.get("/rpcz", curlUA)
