@@ -1,7 +1,9 @@
 package channel
 
 import (
+	"context"
 	"fmt"
+	"maps"
 	"net"
 	"strconv"
 	"strings"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/gobrpc/gobrpc/backup"
 	"github.com/gobrpc/gobrpc/controller"
+	"github.com/gobrpc/gobrpc/errno"
 	"github.com/gobrpc/gobrpc/internal/ctrl"
 	"github.com/gobrpc/gobrpc/loadbalancer"
 	"github.com/gobrpc/gobrpc/rpcz"
@@ -64,6 +67,9 @@ type request struct {
 	compress        controller.CompressType
 	checksumType    controller.ChecksumType
 	checksum        []byte
+	userFields      map[string]string // a copy of the Controller's, nil when empty
+	// The call's rpcz span: sent so that the server's span joins the trace.
+	traceID, spanID, parentSpanID int64
 
 	// A Channel's frame body: the serialized (and compressed) message,
 	// then a copy of the attachment.
@@ -95,8 +101,9 @@ type call struct {
 	rq   request
 
 	start          time.Time
-	deadline       time.Time // zero: none
-	timeoutMs      int64
+	deadline       time.Time   // zero: none
+	timeoutMs      int64       // the effective timeout, a context's deadline included; -1 for none
+	stopCtx        func() bool // stops watching the caller's context
 	maxRetry       int
 	connectTimeout time.Duration
 
@@ -202,10 +209,8 @@ func (t *triedServers) Contains(s *loadbalancer.Server) bool {
 
 func startCall(s sender, md protoreflect.MethodDescriptor, cntl *controller.Controller,
 	req, resp proto.Message, done func()) {
-	st := ctrl.Of(cntl)
-	c := &call{s: s, cntl: cntl, st: st, md: md, req: req, resp: resp, done: done, start: time.Now(), trace: rpcz.On()}
-	c.resultsIn.Add(1)
-	c.finished.Add(1)
+	c := newCall(s, md, cntl, req, resp, done)
+	st := c.st
 
 	// c.mu is held until the call is set up, from before a StartCancel can
 	// find it: no event can end it half-built.
@@ -224,7 +229,21 @@ func startCall(s sender, md protoreflect.MethodDescriptor, cntl *controller.Cont
 		refuseReuse(st, prev, done)
 		return
 	}
+	c.begin(canceled)
+}
 
+func newCall(s sender, md protoreflect.MethodDescriptor, cntl *controller.Controller,
+	req, resp proto.Message, done func()) *call {
+	c := &call{s: s, cntl: cntl, st: ctrl.Of(cntl), md: md, req: req, resp: resp, done: done,
+		start: time.Now(), trace: rpcz.On()}
+	c.resultsIn.Add(1)
+	c.finished.Add(1)
+	return c
+}
+
+// begin sets the call up and sends its first attempt; c.mu is held, and
+// released here. A synchronous call returns once it has ended.
+func (c *call) begin(canceled bool) {
 	code, text := c.setUp(canceled)
 	if code != 0 {
 		c.ended = true
@@ -247,11 +266,14 @@ func startCall(s sender, md protoreflect.MethodDescriptor, cntl *controller.Cont
 // not be mixed with this one's. They are written once the previous call's
 // are in, so the two never race.
 func refuseReuse(st *ctrl.State, prev ctrl.Call, done func()) {
-	if p, ok := prev.(*call); ok {
+	switch p := prev.(type) {
+	case *call:
 		p.resultsIn.Wait() // at once unless that call is still in flight
+	case *interceptedCall:
+		p.resultsIn.Wait()
 	}
 	st.ErrorCode = int32(controller.EINVAL)
-	st.ErrorText = "[E22]Controller was used by another call; call Reset before reusing it"
+	st.ErrorText = errno.Text(errno.EINVAL, "Controller was used by another call; call Reset before reusing it")
 	if done != nil {
 		done() // before CallMethod returns, so that Join cannot miss it
 	}
@@ -271,13 +293,13 @@ func (c *call) Wait() { c.finished.Wait() }
 // non-zero code when the call cannot start. c.mu is held.
 func (c *call) setUp(canceled bool) (controller.Errno, string) {
 	if c.s == nil || c.s.closed() {
-		return controller.EINVAL, "[E22]Channel is not initialized or closed"
+		return controller.EINVAL, errno.Text(errno.EINVAL, "Channel is not initialized or closed")
 	}
 	if canceled {
-		return controller.ECANCELED, "[E125]RPC was canceled before it started"
+		return controller.ECANCELED, errno.Text(errno.ECANCELED, "RPC was canceled before it started")
 	}
 	if c.md == nil {
-		return controller.EINVAL, "[E22]nil method descriptor"
+		return controller.EINVAL, errno.Text(errno.EINVAL, "nil method descriptor")
 	}
 	opts := c.s.settings()
 	var set bool
@@ -289,6 +311,15 @@ func (c *call) setUp(canceled bool) (controller.Errno, string) {
 	}
 	if c.timeoutMs >= 0 {
 		c.deadline = c.start.Add(time.Duration(c.timeoutMs) * time.Millisecond)
+	}
+	ctx := c.cntl.Context()
+	if err := ctx.Err(); err != nil {
+		return contextErrno(ctx), errno.Text(contextErrno(ctx), "RPC's context was done before it started: "+err.Error())
+	}
+	if dl, ok := ctx.Deadline(); ok && (c.deadline.IsZero() || dl.Before(c.deadline)) {
+		// The context's deadline caps the timeout, at its own precision.
+		c.deadline = dl
+		c.timeoutMs = max(0, int64((dl.Sub(c.start)+time.Millisecond-1)/time.Millisecond))
 	}
 	if opts.ConnectTimeoutMs > 0 {
 		c.connectTimeout = time.Duration(opts.ConnectTimeoutMs) * time.Millisecond
@@ -303,18 +334,49 @@ func (c *call) setUp(canceled bool) (controller.Errno, string) {
 		checksumType: cntl.RequestChecksumType(),
 	}
 	c.rq.requestCode, c.rq.hasRequestCode = cntl.RequestCode()
+	if f := c.st.RequestUserFields; len(f) > 0 {
+		c.rq.userFields = maps.Clone(f)
+	}
+	c.traceFrom(ctx)
 	if code, text := c.s.prepare(c); code != 0 {
 		return code, text
 	}
 	c.resolveBackup(opts)
-	if c.timeoutMs >= 0 {
-		c.timer = time.AfterFunc(time.Duration(c.timeoutMs)*time.Millisecond, c.onTimeout)
+	if !c.deadline.IsZero() {
+		c.timer = time.AfterFunc(time.Until(c.deadline), c.onTimeout)
+	}
+	if ctx.Done() != nil {
+		c.stopCtx = context.AfterFunc(ctx, func() {
+			code := contextErrno(ctx)
+			c.endWith(code, errno.Text(code, "RPC was canceled by its context: "+ctx.Err().Error()))
+		})
 	}
 	// A backup delay at or beyond the deadline never fires, as in brpc.
 	if c.backupMs >= 0 && (c.timeoutMs < 0 || c.backupMs < c.timeoutMs) {
 		c.backupTimer = time.AfterFunc(time.Duration(c.backupMs)*time.Millisecond, c.onBackupTimer)
 	}
 	return 0, ""
+}
+
+// contextErrno is how a call whose context is done ends: ERPCTIMEDOUT
+// when its deadline passed, ECANCELED when it was canceled.
+func contextErrno(ctx context.Context) controller.Errno {
+	if ctx.Err() == context.DeadlineExceeded {
+		return controller.ERPCTIMEDOUT
+	}
+	return controller.ECANCELED
+}
+
+// traceFrom places the call in rpcz's traces: a child of the span ctx
+// carries (a server handler's cntl.Context()), else the root of a new
+// trace when spans are being collected. The ids travel in the request
+// meta, as brpc sends them.
+func (c *call) traceFrom(ctx context.Context) {
+	if parent, ok := ctrl.TraceOf(ctx); ok {
+		c.rq.traceID, c.rq.parentSpanID, c.rq.spanID = parent.TraceID, parent.SpanID, rpcz.NewID()
+	} else if c.trace {
+		c.rq.traceID, c.rq.spanID = rpcz.NewID(), rpcz.NewID()
+	}
 }
 
 // resolveBackup picks the backup policy and delay of this RPC. The
@@ -412,7 +474,7 @@ func (c *call) issue(a *attempt) {
 	c.mu.Unlock()
 	if err != nil {
 		code := selectErrno(err)
-		c.onFailure(a, code, fmt.Sprintf("[E%d]Fail to select server from %s: %v", code, c.s.describe(), err), false)
+		c.onFailure(a, code, errno.Text(code, fmt.Sprintf("Fail to select server from %s: %v", c.s.describe(), err)), false)
 		return
 	}
 	if a == &c.first && c.done != nil && !c.s.ready(a) {
@@ -648,7 +710,7 @@ func (c *call) appendErrorLocked(text string) {
 }
 
 func (c *call) onTimeout() {
-	c.endWith(controller.ERPCTIMEDOUT, fmt.Sprintf("[E1008]Reached timeout=%dms @%s", c.timeoutMs, c.s.describe()))
+	c.endWith(controller.ERPCTIMEDOUT, errno.Text(errno.ERPCTIMEDOUT, fmt.Sprintf("Reached timeout=%dms @%s", c.timeoutMs, c.s.describe())))
 }
 
 // Cancel implements ctrl.Call (Controller.StartCancel).
@@ -656,7 +718,7 @@ func (c *call) onTimeout() {
 // run under the call's lock: the cancel then ends the call as soon as the
 // lock is free (brpc queues an error on a locked call id the same way).
 func (c *call) Cancel() {
-	const text = "[E125]RPC was canceled"
+	text := errno.Text(errno.ECANCELED, "RPC was canceled")
 	if !c.mu.TryLock() {
 		go c.endWith(controller.ECANCELED, text)
 		return
@@ -704,6 +766,9 @@ func (c *call) finish(code controller.Errno) {
 	if c.backupTimer != nil {
 		c.backupTimer.Stop()
 	}
+	if c.stopCtx != nil {
+		c.stopCtx()
+	}
 	c.mu.Lock()
 	c.code = code
 	// Attempts still in flight are abandoned: at most the current one and
@@ -733,6 +798,7 @@ func (c *call) finish(code controller.Errno) {
 	}
 	st.RetriedCount = c.nretry
 	st.HasBackupRequest = hasBackup
+	st.BackupWon = hasBackup && c.winner == c.backupAtt
 	st.LatencyUs = time.Since(c.start).Microseconds()
 	c.mu.Unlock()
 	if body != nil {
@@ -770,6 +836,7 @@ func (c *call) recordSpan(code controller.Errno) {
 	defer c.mu.Unlock()
 	span := rpcz.Span{
 		Method: string(c.md.FullName()), LogID: c.rq.logID, Start: c.start,
+		TraceID: c.rq.traceID, SpanID: c.rq.spanID, ParentSpanID: c.rq.parentSpanID,
 		Latency: time.Since(c.start), ErrorCode: int32(code), ErrorText: c.st.ErrorText,
 	}
 	if c.remote != nil {

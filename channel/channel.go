@@ -78,6 +78,19 @@ func (ch *Channel) Init(target, lb string, opts *Options) error {
 	return nil
 }
 
+// New returns a channel Init-ed with target, lb and opts (see Init):
+// the same, for code that prefers a constructor.
+//
+//	ch, err := channel.New("list://10.0.0.1:8000,10.0.0.2:8000", "rr", nil)
+//	client := echopb.NewEchoServiceClient(ch)
+func New(target, lb string, opts *Options) (*Channel, error) {
+	ch := new(Channel)
+	if err := ch.Init(target, lb, opts); err != nil {
+		return nil, err
+	}
+	return ch, nil
+}
+
 func (ch *Channel) init(target, lbName string, opts *Options) error {
 	r, err := resolve(opts)
 	if err != nil {
@@ -145,7 +158,7 @@ func (ch *Channel) initTarget(target, lbName string) error {
 }
 
 func (ch *Channel) endpointOptions() transport.EndpointOptions {
-	return transport.EndpointOptions{ConnType: ch.opts.connType, MaxBodySize: ch.opts.MaxBodySize}
+	return transport.EndpointOptions{ConnType: ch.opts.connType, MaxBodySize: ch.opts.MaxBodySize, Auth: ch.opts.Auth}
 }
 
 // updateServers applies a new list from the naming service: new nodes get
@@ -269,6 +282,10 @@ func (ch *Channel) closeCluster() {
 // CallMethod sends one RPC (see Caller). Generated stubs call it.
 func (ch *Channel) CallMethod(md protoreflect.MethodDescriptor, cntl *controller.Controller,
 	req, resp proto.Message, done func()) {
+	if ics := ch.opts.Interceptors; len(ics) > 0 {
+		startIntercepted(ch, ics, md, cntl, req, resp, done)
+		return
+	}
 	startCall(ch, md, cntl, req, resp, done)
 }
 

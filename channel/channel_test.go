@@ -251,7 +251,10 @@ func TestRequestBytesMatchBrpc(t *testing.T) {
 	dir := filepath.Join("..", "protocol", "baidustd", "testdata", "brpc-wire")
 	fs := startFakeServer(t, false)
 	// The frames were recorded from brpc's echo_client, calling brpc's
-	// example.EchoService.
+	// example.EchoService, with brpc's default of not delivering the
+	// timeout (TestRequestDeliversTimeoutMs checks gobrpc's default).
+	channel.DeliverTimeoutMs.SetValue(false)
+	t.Cleanup(func() { channel.DeliverTimeoutMs.SetValue(true) })
 	opts := channel.DefaultOptions()
 	ch := &channel.Channel{}
 	require.NoError(t, ch.Init(fs.ln.Addr().String(), "", &opts))

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/gobrpc/gobrpc/auth"
 	"github.com/gobrpc/gobrpc/backup"
 	"github.com/gobrpc/gobrpc/internal/transport"
 	"github.com/gobrpc/gobrpc/naming"
@@ -11,7 +12,11 @@ import (
 
 // Options are brpc's ChannelOptions. Start from DefaultOptions, or use a
 // literal: a zero field means brpc's default where that is unambiguous, as
-// each field says.
+// each field says. A literal differs from DefaultOptions() in exactly two
+// fields, where zero is a meaningful choice: MaxRetry 0 is no retry
+// (DefaultOptions: 3) and SucceedWithoutServer false makes Init fail when
+// the naming service has no server yet (DefaultOptions: true). Init with
+// nil options uses DefaultOptions.
 type Options struct {
 	// ConnectTimeoutMs bounds connecting to a server; it is also capped by
 	// the RPC's deadline. 0 means the default, 200; -1 means no limit.
@@ -74,6 +79,15 @@ type Options struct {
 	// DefaultOptions sets it, as brpc's default; false (as in a literal
 	// that does not set it) makes Init fail without a server.
 	SucceedWithoutServer bool
+
+	// Auth makes the first request of every connection carry a credential
+	// (brpc's ChannelOptions.auth, wire-compatible with its
+	// Authenticator); nil sends none.
+	Auth auth.Authenticator
+
+	// Interceptors wrap every call made through the channel, the first
+	// outermost; see Interceptor.
+	Interceptors []Interceptor
 }
 
 // DefaultOptions returns brpc's ChannelOptions defaults.

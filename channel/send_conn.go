@@ -1,13 +1,17 @@
 package channel
 
 import (
+	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
 	"google.golang.org/protobuf/proto"
 
 	"github.com/gobrpc/gobrpc/controller"
+	"github.com/gobrpc/gobrpc/errno"
+	"github.com/gobrpc/gobrpc/flags"
 	"github.com/gobrpc/gobrpc/internal/transport"
 	"github.com/gobrpc/gobrpc/protocol/baidustd"
 )
@@ -25,7 +29,7 @@ func (ch *Channel) prepare(c *call) (controller.Errno, string) {
 	if err != nil {
 		*buf = msg[:0]
 		putBuf(buf)
-		return controller.EREQUEST, "[E1003]Fail to serialize request: " + err.Error()
+		return controller.EREQUEST, errno.Text(errno.EREQUEST, "Fail to serialize request: "+err.Error())
 	}
 	if rq.compress != controller.CompressNone {
 		z, err := baidustd.Compress(nil, int32(rq.compress), msg)
@@ -33,7 +37,7 @@ func (ch *Channel) prepare(c *call) (controller.Errno, string) {
 		putBuf(buf) // the body lives in z from here on
 		buf = nil
 		if err != nil {
-			return controller.EREQUEST, "[E1003]Fail to compress request: " + err.Error()
+			return controller.EREQUEST, errno.Text(errno.EREQUEST, "Fail to compress request: "+err.Error())
 		}
 		msg = z
 	}
@@ -46,7 +50,7 @@ func (ch *Channel) prepare(c *call) (controller.Errno, string) {
 		if buf != nil {
 			putBuf(buf)
 		}
-		return controller.EREQUEST, fmt.Sprintf("[E1003]unsupported checksum type %d", rq.checksumType)
+		return controller.EREQUEST, errno.Text(errno.EREQUEST, fmt.Sprintf("unsupported checksum type %d", rq.checksumType))
 	}
 	rq.msgLen = len(msg)
 	rq.body = append(msg, att...)
@@ -98,7 +102,7 @@ func (ch *Channel) send(c *call, a *attempt) {
 			return
 		}
 		ch.serverFailed(a, code, err.Error())
-		c.onFailure(a, code, fmt.Sprintf("[E%d]Fail to connect %s: %v", code, ep.Addr(), err), false)
+		c.onFailure(a, code, errno.Text(code, fmt.Sprintf("Fail to connect %s: %v", ep.Addr(), err)), false)
 		return
 	}
 	if !c.attach(a, conn) {
@@ -113,13 +117,17 @@ func (ch *Channel) send(c *call, a *attempt) {
 		return
 	}
 	if err := conn.Register(a.id, a); err != nil {
-		c.onFailure(a, controller.EFAILEDSOCKET, fmt.Sprintf("[E1009]Connection to %s broke", ep.Addr()), false)
+		c.onFailure(a, controller.EFAILEDSOCKET, errno.Text(errno.EFAILEDSOCKET, "Connection to "+ep.Addr()+" broke"), false)
 		return
 	}
 	if err := ch.writeRequest(c, a, conn); err != nil {
 		conn.Unregister(a.id)
 		code := transport.ErrnoOf(err)
-		c.onFailure(a, code, fmt.Sprintf("[E%d]Fail to write to %s: %v", code, ep.Addr(), err), false)
+		var cerr *transport.CredentialError
+		if errors.As(err, &cerr) {
+			code = controller.ERPCAUTH // not retried: another connection fails the same way
+		}
+		c.onFailure(a, code, errno.Text(code, fmt.Sprintf("Fail to write to %s: %v", ep.Addr(), err)), false)
 	}
 }
 
@@ -137,15 +145,52 @@ func (ch *Channel) writeRequest(c *call, a *attempt, conn *transport.ClientConn)
 		CorrelationID: a.id,
 		ChecksumType:  int32(rq.checksumType),
 		ChecksumValue: rq.checksum,
+		TraceID:       rq.traceID,
+		SpanID:        rq.spanID,
+		ParentSpanID:  rq.parentSpanID,
+		UserFields:    rq.userFields,
 	}
+	if !c.deadline.IsZero() && DeliverTimeoutMs.Get() {
+		m.TimeoutMs = remainingMs(c.deadline)
+	}
+	if conn.NeedsCredential() {
+		return conn.WriteFirst(func(credential []byte) error {
+			m.AuthenticationData = credential
+			return writeFrame(conn, &m, rq)
+		})
+	}
+	return writeFrame(conn, &m, rq)
+}
+
+// writeFrame encodes m's header and meta and writes them with the body.
+func writeFrame(conn *transport.ClientConn, m *baidustd.Meta, rq *request) error {
 	bufp := getBuf()
-	head, err := baidustd.AppendFrameHead((*bufp)[:0], &m, rq.msgLen, len(rq.body)-rq.msgLen)
+	head, err := baidustd.AppendFrameHead((*bufp)[:0], m, rq.msgLen, len(rq.body)-rq.msgLen)
 	if err == nil {
 		err = conn.Write(head, rq.body)
 	}
 	*bufp = head
 	putBuf(bufp)
 	return err
+}
+
+// DeliverTimeoutMs is brpc's -baidu_std_protocol_deliver_timeout_ms: each
+// attempt tells the server the time left until the call's deadline, in
+// RpcRequestMeta.timeout_ms, so that the server's cntl.Context() ends with
+// it and the budget travels down a chain of calls. brpc defaults to
+// false; gobrpc sends it unless turned off (brpc servers only read it).
+var DeliverTimeoutMs = flags.DefineBool("baidu_std_protocol_deliver_timeout_ms", true,
+	"Send each request's remaining timeout in the baidu_std meta (timeout_ms)", nil)
+
+// remainingMs is the time left until deadline in whole milliseconds,
+// rounded up (a server must not see 0, "no timeout", while time is left);
+// 0 when it has passed.
+func remainingMs(deadline time.Time) int32 {
+	left := time.Until(deadline)
+	if left <= 0 {
+		return 0
+	}
+	return int32(min((left+time.Millisecond-1)/time.Millisecond, math.MaxInt32))
 }
 
 // release gives the attempt's connection back (or closes a pooled or short
@@ -182,7 +227,7 @@ func (a *attempt) HandleResponse(conn *transport.ClientConn, m *baidustd.Meta, m
 		code := controller.Errno(m.ErrorCode)
 		text := clipServerText(m.ErrorText)
 		ch.serverFailed(a, code, text)
-		c.onFailure(a, code, "[E"+strconv.Itoa(int(code))+"]"+text, true)
+		c.onFailure(a, code, errno.Text(code, text), true)
 		return
 	}
 	handle, won := c.claim(a, conn.RemoteAddr(), conn.LocalAddr())
@@ -204,7 +249,7 @@ func (a *attempt) HandleResponse(conn *transport.ClientConn, m *baidustd.Meta, m
 func (c *call) decodeResponse(m *baidustd.Meta, msg, att []byte, maxBodySize int) (controller.Errno, string) {
 	if m.ChecksumType != 0 {
 		if err := baidustd.VerifyChecksum(m, msg, att); err != nil {
-			return controller.ERESPONSE, "[E2002]" + err.Error()
+			return controller.ERESPONSE, errno.Text(errno.ERESPONSE, err.Error())
 		}
 	}
 	if m.CompressType != 0 {
@@ -212,14 +257,17 @@ func (c *call) decodeResponse(m *baidustd.Meta, msg, att []byte, maxBodySize int
 		// Bounded by MaxBodySize, as an uncompressed response is.
 		msg, err = baidustd.DecompressLimit(nil, m.CompressType, msg, maxBodySize)
 		if err != nil {
-			return controller.ERESPONSE, "[E2002]Fail to decompress response: " + err.Error()
+			return controller.ERESPONSE, errno.Text(errno.ERESPONSE, "Fail to decompress response: "+err.Error())
 		}
 	}
 	if err := proto.Unmarshal(msg, c.resp); err != nil {
-		return controller.ERESPONSE, "[E2002]Fail to parse response: " + err.Error()
+		return controller.ERESPONSE, errno.Text(errno.ERESPONSE, "Fail to parse response: "+err.Error())
 	}
 	if len(att) > 0 {
 		c.cntl.ResponseAttachment().Write(att)
+	}
+	if len(m.UserFields) > 0 {
+		c.st.ResponseUserFields = m.UserFields // decoded for this frame alone
 	}
 	return 0, ""
 }
@@ -229,7 +277,7 @@ func (c *call) decodeResponse(m *baidustd.Meta, msg, att []byte, maxBodySize int
 func (a *attempt) HandleFailure(_ *transport.ClientConn, code controller.Errno, text string) {
 	c := a.call
 	c.s.(*Channel).serverFailed(a, code, text)
-	c.onFailure(a, code, "[E"+strconv.Itoa(int(code))+"]"+text, false)
+	c.onFailure(a, code, errno.Text(code, text), false)
 }
 
 // maxServerText bounds the error text a server's answer may put into the

@@ -22,6 +22,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gobrpc/gobrpc/auth"
+	"github.com/gobrpc/gobrpc/errno"
 	"github.com/gobrpc/gobrpc/internal/ctrl"
 )
 
@@ -91,6 +93,7 @@ type Controller struct {
 	responseCompress    CompressType
 
 	backupPolicy BackupPolicy
+	ctx          context.Context
 
 	requestAttachment  bytes.Buffer
 	responseAttachment bytes.Buffer
@@ -130,6 +133,29 @@ func (c *Controller) Reset() {
 	reqAtt.Reset()
 	respAtt.Reset()
 	*c = Controller{requestAttachment: reqAtt, responseAttachment: respAtt}
+}
+
+// SetContext (client side) ties the call to ctx: its deadline caps the
+// call's timeout, and its cancellation ends the call with ECANCELED
+// (a pending backup included). The deadline left travels to the server,
+// and a span ctx carries (a server's cntl.Context()) is the call's parent
+// in rpcz.
+func (c *Controller) SetContext(ctx context.Context) { c.ctx = ctx }
+
+// Context is the call's context. On a client it is the one given to
+// SetContext, else context.Background(). On a server it carries the
+// client's deadline (the timeout it delivered) and its rpcz span, and it
+// is cancelled when that deadline passes, when the client's connection
+// breaks and once the call is answered; pass it to downstream calls to
+// hand on what is left of the budget.
+func (c *Controller) Context() context.Context {
+	if c.state.Server {
+		return c.state.ServerContext()
+	}
+	if c.ctx != nil {
+		return c.ctx
+	}
+	return context.Background()
 }
 
 // ---- client settings ----
@@ -280,6 +306,25 @@ func (c *Controller) RequestAttachment() *bytes.Buffer { return &c.requestAttach
 // handler writes it; a client reads it after the call.
 func (c *Controller) ResponseAttachment() *bytes.Buffer { return &c.responseAttachment }
 
+// RequestUserFields are brpc's user_fields of the request: string pairs
+// carried in the baidu_std meta, like HTTP headers. A client sets them
+// before the call; a server handler reads what the client sent.
+func (c *Controller) RequestUserFields() map[string]string {
+	if c.state.RequestUserFields == nil {
+		c.state.RequestUserFields = map[string]string{}
+	}
+	return c.state.RequestUserFields
+}
+
+// ResponseUserFields are the user_fields of the response: a server handler
+// sets them, a client reads them after the call.
+func (c *Controller) ResponseUserFields() map[string]string {
+	if c.state.ResponseUserFields == nil {
+		c.state.ResponseUserFields = map[string]string{}
+	}
+	return c.state.ResponseUserFields
+}
+
 // ---- results ----
 
 // Failed reports whether the RPC failed (client) or SetFailed was called
@@ -324,10 +369,7 @@ func (c *Controller) SetFailed(code Errno, format string, args ...any) {
 		b.WriteString(c.state.LocalSide.String())
 		b.WriteByte(']')
 	}
-	b.WriteString("[E")
-	b.WriteString(strconv.Itoa(int(code)))
-	b.WriteByte(']')
-	b.WriteString(reason)
+	b.WriteString(errno.Text(code, reason))
 	c.state.ErrorCode = int32(code)
 	c.state.ErrorText = b.String()
 }
@@ -346,6 +388,9 @@ func (c *Controller) RetriedCount() int { return c.state.RetriedCount }
 
 // HasBackupRequest reports whether a backup request was actually sent.
 func (c *Controller) HasBackupRequest() bool { return c.state.HasBackupRequest }
+
+// BackupWon reports whether the backup request's answer ended the call.
+func (c *Controller) BackupWon() bool { return c.state.BackupWon }
 
 // ---- asynchronous calls ----
 
@@ -380,17 +425,12 @@ func (c *Controller) StartCancel() {
 // IsCanceled (server side) reports whether the client's connection broke;
 // as in brpc, a client's StartCancel or an abandoned backup is not seen.
 func (c *Controller) IsCanceled() bool {
-	return c.state.Ctx != nil && c.state.Ctx.Err() != nil
+	return c.state.ConnCtx != nil && c.state.ConnCtx.Err() != nil
 }
 
-// Context (server side) is cancelled when the client connection breaks.
-// On a client it is context.Background().
-func (c *Controller) Context() context.Context {
-	if c.state.Ctx == nil {
-		return context.Background()
-	}
-	return c.state.Ctx
-}
+// AuthContext (server side) is what the server's Authenticator verified
+// of the client's connection, nil when the server has none.
+func (c *Controller) AuthContext() *auth.Context { return c.state.Auth }
 
 // Method (server side) is the full method name, e.g. "example.EchoService.Echo".
 func (c *Controller) Method() string {
@@ -408,19 +448,3 @@ func (c *Controller) ServerTimeoutMs() int64 {
 	}
 	return int64(c.state.TimeoutMsSent)
 }
-
-// Error is the error returned by Controller.Err.
-type Error struct {
-	Code Errno
-	Text string
-}
-
-func (e *Error) Error() string {
-	if e.Text != "" {
-		return e.Text
-	}
-	return "[E" + strconv.Itoa(int(e.Code)) + "]" + e.Code.Error()
-}
-
-// Unwrap lets errors.Is(err, controller.ECODE) match.
-func (e *Error) Unwrap() error { return e.Code }

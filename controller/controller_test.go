@@ -38,7 +38,7 @@ func TestErrnoValuesAreBrpcs(t *testing.T) {
 // the wire: each is an integer literal in errno.go, never a value of the
 // running system's syscall package (on macOS syscall.ETIMEDOUT is 60).
 func TestSystemCodesAreLinuxNumbersOnEveryOS(t *testing.T) {
-	f, err := parser.ParseFile(token.NewFileSet(), "errno.go", nil, 0)
+	f, err := parser.ParseFile(token.NewFileSet(), "../errno/errno.go", nil, 0)
 	require.NoError(t, err)
 	want := map[string]string{"EPERM": "1", "ENOENT": "2", "EINVAL": "22", "EPIPE": "32",
 		"ENODATA": "61", "ECONNRESET": "104", "ETIMEDOUT": "110", "ECONNREFUSED": "111",

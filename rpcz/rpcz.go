@@ -9,12 +9,15 @@ package rpcz
 import (
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/gobrpc/gobrpc/errno"
 	"github.com/gobrpc/gobrpc/flags"
 )
 
@@ -47,6 +50,10 @@ type Span struct {
 	ErrorCode int32
 	ErrorText string
 	Attempts  []Attempt // client spans
+	// The trace ids brpc carries in the request meta: a client span and
+	// the server span of the same attempt share SpanID; a call a handler
+	// makes with its cntl.Context() has that SpanID as ParentSpanID.
+	TraceID, SpanID, ParentSpanID int64
 }
 
 var ring = struct {
@@ -56,11 +63,41 @@ var ring = struct {
 	n     int
 }{}
 
-// On reports whether spans are being collected.
-func On() bool { return Enabled.Get() }
+// On reports whether spans are being collected: rpcz is enabled or a
+// span hook is set.
+func On() bool { return Enabled.Get() || hook.Load() != nil }
 
-// Record keeps s.
+// SetHook makes every finished span go to f too, whether or not /rpcz is
+// enabled, so that spans can be bridged to a tracing system (OpenTelemetry
+// or another) without gobrpc depending on it. f runs on the goroutine that
+// ended the RPC and must not block; nil removes the hook.
+func SetHook(f func(Span)) {
+	if f == nil {
+		hook.Store(nil)
+		return
+	}
+	hook.Store(&f)
+}
+
+var hook atomic.Pointer[func(Span)]
+
+// NewID returns a random non-zero span or trace id.
+func NewID() int64 {
+	for {
+		if id := int64(rand.Uint64() >> 1); id != 0 {
+			return id
+		}
+	}
+}
+
+// Record keeps s for /rpcz when rpcz is enabled, and hands it to the hook.
 func Record(s Span) {
+	if f := hook.Load(); f != nil {
+		(*f)(s)
+	}
+	if !Enabled.Get() {
+		return
+	}
 	ring.Lock()
 	ring.spans[ring.next] = s
 	ring.next = (ring.next + 1) % MaxSpans
@@ -98,11 +135,14 @@ func Write(w io.Writer, spans []Span) {
 		}
 		status := "OK"
 		if s.ErrorCode != 0 {
-			status = "[E" + strconv.Itoa(int(s.ErrorCode)) + "]" + s.ErrorText
+			status = errno.Text(errno.Errno(s.ErrorCode), s.ErrorText)
 		}
 		fmt.Fprintf(w, "%s %s %s remote=%s log_id=%d latency=%dus %s\n",
 			s.Start.Format("2006/01/02-15:04:05.000000"), kind, s.Method, s.Remote, s.LogID,
 			s.Latency.Microseconds(), status)
+		if s.TraceID != 0 {
+			fmt.Fprintf(w, "    trace=%016x span=%016x parent_span=%016x\n", s.TraceID, s.SpanID, s.ParentSpanID)
+		}
 		for i, a := range s.Attempts {
 			role := "attempt"
 			if a.Backup {

@@ -11,7 +11,13 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+func enable(t *testing.T) {
+	Enabled.SetValue(true)
+	t.Cleanup(func() { Enabled.SetValue(false) })
+}
+
 func TestRingKeepsNewestFirst(t *testing.T) {
+	enable(t)
 	Reset()
 	for i := range MaxSpans + 10 {
 		Record(Span{Method: "m", LogID: int64(i)})

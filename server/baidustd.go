@@ -10,10 +10,13 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/gobrpc/gobrpc/auth"
 	"github.com/gobrpc/gobrpc/controller"
 	"github.com/gobrpc/gobrpc/internal/ctrl"
+	"github.com/gobrpc/gobrpc/internal/ratelog"
 	"github.com/gobrpc/gobrpc/internal/transport"
 	"github.com/gobrpc/gobrpc/protocol/baidustd"
+	"github.com/gobrpc/gobrpc/rpcz"
 )
 
 // baidu_std on the server: transport reads the frames of an accepted
@@ -68,6 +71,15 @@ func (s *Server) onRequest(sc *transport.ServerConn, meta *baidustd.Meta, msg, a
 	if !meta.HasRequest {
 		return errors.New("bad request frame: the meta has no request")
 	}
+	sess := session(sc)
+	if s.opts.Auth != nil && !sess.verified {
+		if sess.rejected {
+			return nil // the connection is closing: ERPCAUTH was answered
+		}
+		if rerr := s.authenticate(sc, sess, meta); rerr != nil {
+			return rerr
+		}
+	}
 	if err != nil { // attachment_size larger than the payload (brpc step 5)
 		return s.reject(sc, meta, controller.EREQUEST, err.Error())
 	}
@@ -118,8 +130,14 @@ func (s *Server) onRequest(sc *transport.ServerConn, meta *baidustd.Meta, msg, a
 	st.LogID, st.HasLogID = meta.LogID, meta.HasLogID
 	st.ServiceName, st.MethodName = string(m.desc.Parent().FullName()), string(m.desc.Name())
 	st.RemoteSide, st.LocalSide = sc.RemoteAddr(), sc.LocalAddr()
-	st.Ctx = sc.Context()
+	st.ConnCtx = sc.Context()
 	st.TimeoutMsSent = meta.TimeoutMs
+	if meta.TimeoutMs > 0 {
+		st.Deadline = received.Add(time.Duration(meta.TimeoutMs) * time.Millisecond)
+	}
+	st.Auth = sess.auth
+	st.RequestUserFields = meta.UserFields // decoded for this frame alone
+	traceServerCall(st, meta.TraceID, meta.SpanID, meta.ParentSpanID)
 	r.cntl.SetRequestCompressType(controller.CompressType(meta.CompressType))
 	if len(att) > 0 {
 		r.cntl.RequestAttachment().Write(att)
@@ -151,6 +169,7 @@ func (r *baiduCall) reply(c *serverCall) {
 		HasResponse:   true,
 		CorrelationID: r.corrID,
 		ChecksumValue: r.checksum, // brpc echoes the request's value
+		UserFields:    ctrl.Of(cntl).ResponseUserFields,
 	}
 	fail := func() {
 		m.ErrorCode, m.ErrorText = int32(cntl.ErrorCode()), cntl.ErrorText()
@@ -199,6 +218,67 @@ func (s *Server) writeFrame(sc *transport.ServerConn, m *baidustd.Meta, payload,
 	head = append(head, payload...)
 	*bufp = head
 	sc.Reply(head, att) // an overcrowded answer is dropped; a failed write closes the connection
+}
+
+// connSession is what the server keeps about a baidu_std connection; only
+// the connection's reader touches it.
+type connSession struct {
+	verified bool          // the Authenticator accepted the first request
+	rejected bool          // it did not: ERPCAUTH was answered, the connection is closing
+	auth     *auth.Context // what it verified
+}
+
+func session(sc *transport.ServerConn) *connSession {
+	if s, ok := sc.Session.(*connSession); ok {
+		return s
+	}
+	s := &connSession{}
+	sc.Session = s
+	return s
+}
+
+// authenticateCloseDelay is how long a connection whose credential was
+// refused stays open after the ERPCAUTH answer, so that the answer reaches
+// the client before the close (a close with unread requests resets the
+// connection, and a reset can destroy the answer in flight).
+const authenticateCloseDelay = 200 * time.Millisecond
+
+// authenticate verifies the credential of a connection's first request,
+// as brpc's VerifyRpcRequest: on failure it answers ERPCAUTH ("Fail to
+// authenticate: <reason>"), drops the connection's later requests and
+// closes it.
+func (s *Server) authenticate(sc *transport.ServerConn, sess *connSession, meta *baidustd.Meta) error {
+	ac, err := s.opts.Auth.VerifyCredential(string(meta.AuthenticationData), sc.RemoteAddr())
+	if err == nil {
+		sess.verified, sess.auth = true, ac
+		return nil
+	}
+	sess.rejected = true
+	m := baidustd.Meta{
+		HasResponse:   true,
+		ErrorCode:     int32(controller.ERPCAUTH),
+		ErrorText:     "Fail to authenticate: " + clip(err.Error()),
+		CorrelationID: meta.CorrelationID,
+	}
+	s.writeFrame(sc, &m, nil, nil)
+	logAuthFailed.Warn("gobrpc: fail to authenticate", "remote", sc.RemoteAddr().String(), "err", err)
+	time.AfterFunc(authenticateCloseDelay, sc.Close)
+	return nil
+}
+
+var logAuthFailed = ratelog.New(time.Second)
+
+// traceServerCall gives a call its rpcz span: the client's (brpc's server
+// span shares the client span's id), or a new trace when rpcz is on, so
+// calls the handler makes with cntl.Context() join it.
+func traceServerCall(st *ctrl.State, traceID, spanID, parentSpanID int64) {
+	switch {
+	case traceID != 0:
+		st.Trace = ctrl.Trace{TraceID: traceID, SpanID: spanID}
+		st.ParentSpanID = parentSpanID
+	case rpcz.On():
+		st.Trace = ctrl.Trace{TraceID: rpcz.NewID(), SpanID: rpcz.NewID()}
+	}
 }
 
 func cloneBytes(b []byte) []byte {

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/gobrpc/gobrpc/controller"
+	"github.com/gobrpc/gobrpc/internal/ctrl"
 )
 
 // One dispatch serves every protocol: a protocol parses a request, finds
@@ -66,6 +67,7 @@ func (c *serverCall) done() {
 
 func (c *serverCall) finish() {
 	c.replier.reply(c)
+	ctrl.Of(&c.cntl).EndServerContext()
 	c.s.endCall(c.m, c.received, &c.cntl)
 }
 

@@ -13,7 +13,9 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/gobrpc/gobrpc/auth"
 	"github.com/gobrpc/gobrpc/controller"
+	"github.com/gobrpc/gobrpc/errno"
 	"github.com/gobrpc/gobrpc/internal/ctrl"
 	"github.com/gobrpc/gobrpc/protocol/baidustd"
 	"github.com/gobrpc/gobrpc/server/builtin"
@@ -77,19 +79,32 @@ func (s *Server) serveHTTPConn(c *net.TCPConn, l *listener) {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	tc, _ := r.Context().Value(connInfoKey{}).(*taggedConn)
 	internal := tc != nil && tc.internal
-	if s.pages != nil && builtin.IsBuiltinPath(r.URL.Path) {
+	builtinPage := s.pages != nil && builtin.IsBuiltinPath(r.URL.Path)
+	var ac *auth.Context
+	if s.opts.Auth != nil && !(builtinPage && internal) {
+		// As brpc: every call and the builtin pages of the main port need
+		// the credential, in the Authorization header; the internal port's
+		// pages do not.
+		var err error
+		if ac, err = s.opts.Auth.VerifyCredential(r.Header.Get("Authorization"), tcpAddr(r.RemoteAddr)); err != nil {
+			logAuthFailed.Warn("gobrpc: fail to authenticate", "remote", r.RemoteAddr, "err", err)
+			writeHTTPError(w, controller.ERPCAUTH, errno.Text(controller.ERPCAUTH, "Fail to authenticate: "+clip(err.Error())))
+			return
+		}
+	}
+	if builtinPage {
 		if s.internalLn != nil && !internal {
-			writeHTTPError(w, controller.EPERM, "[E1]Builtin services are only served on the internal port "+s.internalLn.ln.Addr().String())
+			writeHTTPError(w, controller.EPERM, errno.Text(controller.EPERM, "Builtin services are only served on the internal port "+s.internalLn.ln.Addr().String()))
 			return
 		}
 		s.pages.ServeHTTP(w, r)
 		return
 	}
 	if internal {
-		writeHTTPError(w, controller.ENOMETHOD, "[E1002]The internal port serves builtin services only")
+		writeHTTPError(w, controller.ENOMETHOD, errno.Text(controller.ENOMETHOD, "The internal port serves builtin services only"))
 		return
 	}
-	s.servePB(w, r)
+	s.servePB(w, r, ac)
 }
 
 func writeHTTPError(w http.ResponseWriter, code controller.Errno, text string) {
@@ -125,7 +140,7 @@ type httpCall struct {
 // reply implements replier: the waiting HTTP goroutine writes the answer.
 func (h *httpCall) reply(*serverCall) { close(h.answered) }
 
-func (s *Server) servePB(w http.ResponseWriter, r *http.Request) {
+func (s *Server) servePB(w http.ResponseWriter, r *http.Request, ac *auth.Context) {
 	local := localAddr(r)
 	fail := func(code controller.Errno, reason string) {
 		writeHTTPError(w, code, baidustd.ServerErrorText(local, int32(code), reason))
@@ -189,7 +204,9 @@ func (s *Server) servePB(w http.ResponseWriter, r *http.Request) {
 	st.ServiceName, st.MethodName = string(m.desc.Parent().FullName()), string(m.desc.Name())
 	st.RemoteSide = tcpAddr(r.RemoteAddr)
 	st.LocalSide = tcpAddr(local)
-	st.Ctx = r.Context()
+	st.ConnCtx = r.Context()
+	st.Auth = ac
+	traceServerCall(st, 0, 0, 0)
 	h.run()
 	select {
 	case <-h.answered:

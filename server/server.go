@@ -28,7 +28,9 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 
+	"github.com/gobrpc/gobrpc/auth"
 	"github.com/gobrpc/gobrpc/bvar"
+	"github.com/gobrpc/gobrpc/controller"
 	"github.com/gobrpc/gobrpc/flags"
 	"github.com/gobrpc/gobrpc/internal/transport"
 	"github.com/gobrpc/gobrpc/rpcz"
@@ -60,6 +62,35 @@ type Options struct {
 	Version string
 	// HealthReporter, when set, answers /health instead of "OK".
 	HealthReporter func() string
+	// Auth verifies clients, as brpc's ServerOptions.auth: the credential
+	// of the first baidu_std request of each connection (ERPCAUTH and the
+	// connection closed when it fails), and the Authorization header of
+	// every HTTP call (401; builtin pages on the internal port excepted,
+	// as in brpc). Handlers read the result in cntl.AuthContext().
+	Auth auth.Authenticator
+	// Interceptors wrap every method's handler, the first outermost; see
+	// Interceptor.
+	Interceptors []Interceptor
+}
+
+// Interceptor runs around a method's handler, as grpc-go's unary
+// interceptors do and with the semantics of brpc's Interceptor: it sees
+// the call's Controller (method, remote side, user fields, auth context),
+// request and response, and either passes the call on with next (possibly
+// with a done of its own, which runs when the handler answers) or rejects
+// it with cntl.SetFailed(code, ...) and done() without calling next. It
+// must call done, or have next call it, exactly once.
+type Interceptor func(cntl *controller.Controller, req, resp proto.Message, done func(), next Handler)
+
+// intercept wraps h in the interceptors, the first outermost.
+func intercept(ics []Interceptor, h Handler) Handler {
+	for i := len(ics) - 1; i >= 0; i-- {
+		ic, next := ics[i], h
+		h = func(cntl *controller.Controller, req, resp proto.Message, done func()) {
+			ic(cntl, req, resp, done, next)
+		}
+	}
+	return h
 }
 
 // Server states.
@@ -175,7 +206,7 @@ func (s *Server) RegisterService(desc *ServiceDesc) error {
 			return fmt.Errorf("server: response type of %s: %w", md.FullName(), err)
 		}
 		svc.methods[string(md.Name())] = &method{
-			fullName: string(md.FullName()), desc: md, handler: h,
+			fullName: string(md.FullName()), desc: md, handler: intercept(s.opts.Interceptors, h),
 			requestType: reqType, respType: respType,
 		}
 		delete(handlers, string(md.Name()))

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gobrpc/gobrpc/bvar"
 	"github.com/gobrpc/gobrpc/controller"
+	"github.com/gobrpc/gobrpc/internal/ctrl"
 	"github.com/gobrpc/gobrpc/rpcz"
 	"github.com/gobrpc/gobrpc/server/builtin"
 	"github.com/gobrpc/gobrpc/server/limiter"
@@ -143,8 +144,10 @@ func (s *Server) endCall(m *method, received time.Time, cntl *controller.Control
 		m.limiter.OnResponded(int32(cntl.ErrorCode()), time.Since(received))
 	}
 	if rpcz.On() {
+		st := ctrl.Of(cntl)
 		span := rpcz.Span{Server: true, Method: m.fullName, LogID: cntl.LogID(), Start: received,
-			Latency: time.Since(received), ErrorCode: int32(cntl.ErrorCode()), ErrorText: cntl.ErrorText()}
+			Latency: time.Since(received), ErrorCode: int32(cntl.ErrorCode()), ErrorText: cntl.ErrorText(),
+			TraceID: st.Trace.TraceID, SpanID: st.Trace.SpanID, ParentSpanID: st.ParentSpanID}
 		if r := cntl.RemoteSide(); r != nil {
 			span.Remote = r.String()
 		}

@@ -11,6 +11,9 @@ import (
 	"context"
 	"net"
 	"sync"
+	"time"
+
+	"github.com/gobrpc/gobrpc/auth"
 )
 
 // Call is a call made with a Controller, in flight or over.
@@ -31,6 +34,12 @@ type State struct {
 	LocalSide        net.Addr
 	RetriedCount     int
 	HasBackupRequest bool
+	BackupWon        bool
+
+	// brpc's user_fields, nil until a Controller method creates them or a
+	// peer sent some.
+	RequestUserFields  map[string]string
+	ResponseUserFields map[string]string
 
 	// Server side.
 	Server        bool
@@ -38,9 +47,17 @@ type State struct {
 	HasLogID      bool
 	ServiceName   string
 	MethodName    string
-	Ctx           context.Context
+	ConnCtx       context.Context // cancelled when the client's connection breaks
+	Deadline      time.Time       // received + the timeout the client delivered; zero if none
 	ReceivedAtNs  int64
-	TimeoutMsSent int32 // the timeout the client delivered in the meta, 0 if none
+	TimeoutMsSent int32         // the timeout the client delivered in the meta, 0 if none
+	Trace         Trace         // the server span: the client's, or a new one when rpcz is on
+	ParentSpanID  int64         // the client span's parent, for the server span
+	Auth          *auth.Context // what the server's Authenticator verified of the connection
+	// The handler's context, built on first use (most handlers never ask)
+	// and cancelled when the call ends. Guarded by Mu.
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	// Call lifecycle (client side). Mu guards Call, CancelRequested and
 	// InUse. Call is the last call made with the Controller: the call
@@ -51,6 +68,62 @@ type State struct {
 	Call            Call
 	CancelRequested bool
 	InUse           bool
+}
+
+// ServerContext is a server call's context: the connection's, with the
+// client's deadline and trace. It is built once, on first use.
+func (s *State) ServerContext() context.Context {
+	s.Mu.Lock()
+	defer s.Mu.Unlock()
+	if s.ctx != nil {
+		return s.ctx
+	}
+	ctx := s.ConnCtx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if s.Trace.TraceID != 0 {
+		ctx = WithTrace(ctx, s.Trace)
+	}
+	if !s.Deadline.IsZero() {
+		ctx, s.cancel = context.WithDeadline(ctx, s.Deadline)
+	}
+	s.ctx = ctx
+	return ctx
+}
+
+// EndServerContext cancels the handler's context once the call is
+// answered, as net/http cancels a request's.
+func (s *State) EndServerContext() {
+	s.Mu.Lock()
+	cancel := s.cancel
+	s.cancel = nil
+	s.Mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+}
+
+// Trace identifies an rpcz span: the trace it belongs to and its own id.
+type Trace struct {
+	TraceID, SpanID int64
+}
+
+type traceKey struct{}
+
+// WithTrace returns ctx carrying span t: calls made with it are its
+// children.
+func WithTrace(ctx context.Context, t Trace) context.Context {
+	return context.WithValue(ctx, traceKey{}, t)
+}
+
+// TraceOf returns the span ctx carries, if any.
+func TraceOf(ctx context.Context) (Trace, bool) {
+	if ctx == nil {
+		return Trace{}, false
+	}
+	t, ok := ctx.Value(traceKey{}).(Trace)
+	return t, ok
 }
 
 // Of returns the framework-owned state of a *controller.Controller.

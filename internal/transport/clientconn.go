@@ -36,6 +36,45 @@ type ClientConn struct {
 
 	closed   atomic.Bool
 	inflight atomic.Int32 // len(pending), read without mu as the Writer's batching hint
+
+	// The credential goes out once, in the connection's first request;
+	// credentialMu holds other writers back until it has been written.
+	credentialMu   sync.Mutex
+	credentialSent atomic.Bool
+}
+
+// NeedsCredential reports whether the next request may have to carry the
+// endpoint's credential (see WriteFirst).
+func (c *ClientConn) NeedsCredential() bool {
+	return c.ep.opts.Auth != nil && !c.credentialSent.Load()
+}
+
+// CredentialError is a failure of the Authenticator to generate a
+// credential.
+type CredentialError struct{ Err error }
+
+func (e *CredentialError) Error() string { return "fail to generate credential: " + e.Err.Error() }
+func (e *CredentialError) Unwrap() error { return e.Err }
+
+// WriteFirst writes a request that may be the connection's first, as
+// brpc's clients authenticate: the first writer generates the credential
+// and write puts it in that request's meta; writers that come meanwhile
+// wait until it is written (not answered) and get nil.
+func (c *ClientConn) WriteFirst(write func(credential []byte) error) error {
+	c.credentialMu.Lock()
+	defer c.credentialMu.Unlock()
+	if c.credentialSent.Load() {
+		return write(nil)
+	}
+	cred, err := c.ep.opts.Auth.GenerateCredential()
+	if err != nil {
+		return &CredentialError{Err: err}
+	}
+	if err := write([]byte(cred)); err != nil {
+		return err
+	}
+	c.credentialSent.Store(true)
+	return nil
 }
 
 var errConnBroken = errors.New("connection is broken")

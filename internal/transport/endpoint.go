@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/gobrpc/gobrpc/auth"
 )
 
 // EndpointOptions configure the connections to one server.
@@ -14,6 +16,10 @@ type EndpointOptions struct {
 	// MaxIdle bounds the idle connections kept by a pooled endpoint
 	// (brpc's max_connection_pool_size, default 100).
 	MaxIdle int
+	// Auth makes the first request of every connection carry a credential
+	// (see ClientConn.WriteFirst); channels share connections only with
+	// the same Authenticator, as brpc keys its sockets.
+	Auth auth.Authenticator
 }
 
 // ErrEndpointClosed is returned by Acquire after Close.

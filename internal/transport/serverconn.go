@@ -24,6 +24,11 @@ type ServerConn struct {
 	inflight        atomic.Int32
 	overcrowdLogged atomic.Bool // a dropped answer was logged (once per connection)
 	closed          atomic.Bool
+
+	// Session is what the server keeps about the connection (its
+	// authentication). Only the connection's reader, which runs
+	// OnRequest, reads or writes it.
+	Session any
 }
 
 // ServeOptions configure an accepted connection.

@@ -1,6 +1,9 @@
 package transport
 
-import "sync"
+import (
+	"reflect"
+	"sync"
+)
 
 // The socket map shares endpoints (and so connections and health state)
 // between every channel that talks to the same server with the same
@@ -11,6 +14,7 @@ type endpointKey struct {
 	connType    ConnType
 	group       string
 	maxBodySize int
+	auth        any // the Authenticator, or a key of its own when it is not comparable
 }
 
 var socketMap = struct {
@@ -22,6 +26,12 @@ var socketMap = struct {
 // use. Every GetEndpoint must be paired with a PutEndpoint.
 func GetEndpoint(addr string, opts EndpointOptions, group string) *Endpoint {
 	key := endpointKey{addr: addr, connType: opts.ConnType, group: group, maxBodySize: opts.MaxBodySize}
+	if opts.Auth != nil {
+		key.auth = opts.Auth
+		if !reflect.TypeOf(opts.Auth).Comparable() {
+			key.auth = new(byte) // cannot be a map key: share with no one
+		}
+	}
 	if key.connType == 0 {
 		key.connType = Single
 	}

@@ -5,7 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strconv"
+
+	"github.com/gobrpc/gobrpc/errno"
 )
 
 // HeaderSize is the size of the fixed frame header: "PRPC", body_size, meta_size.
@@ -172,9 +173,6 @@ func ServerErrorText(addr string, code int32, reason string) string {
 	b := make([]byte, 0, len(addr)+len(reason)+16)
 	b = append(b, '[')
 	b = append(b, addr...)
-	b = append(b, "][E"...)
-	b = strconv.AppendInt(b, int64(code), 10)
 	b = append(b, ']')
-	b = append(b, reason...)
-	return string(b)
+	return string(errno.AppendText(b, errno.Errno(code), reason))
 }

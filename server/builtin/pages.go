@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/gobrpc/gobrpc/controller"
+	"github.com/gobrpc/gobrpc/errno"
 )
 
 // Options configures the pages.
@@ -176,7 +177,7 @@ func failStatus(w http.ResponseWriter, status int, code controller.Errno, format
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("x-bd-error-code", strconv.Itoa(int(code)))
 	w.WriteHeader(status)
-	io.WriteString(w, "[E"+strconv.Itoa(int(code))+"]"+fmt.Sprintf(format, args...))
+	io.WriteString(w, errno.Text(code, fmt.Sprintf(format, args...)))
 }
 
 const (

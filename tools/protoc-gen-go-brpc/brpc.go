@@ -10,14 +10,16 @@ import (
 	"google.golang.org/protobuf/types/descriptorpb"
 )
 
-// The packages the generated code refers to.
+// The packages the generated code refers to: the leaf package rpc and
+// controller, never channel or server, so a client binary links no server
+// and a server binary no client.
 const (
 	controllerPackage = protogen.GoImportPath("github.com/gobrpc/gobrpc/controller")
-	channelPackage    = protogen.GoImportPath("github.com/gobrpc/gobrpc/channel")
-	serverPackage     = protogen.GoImportPath("github.com/gobrpc/gobrpc/server")
+	rpcPackage        = protogen.GoImportPath("github.com/gobrpc/gobrpc/rpc")
 	protoPackage      = protogen.GoImportPath("google.golang.org/protobuf/proto")
 	protoreflectPkg   = protogen.GoImportPath("google.golang.org/protobuf/reflect/protoreflect")
 	errorsPackage     = protogen.GoImportPath("errors")
+	contextPackage    = protogen.GoImportPath("context")
 )
 
 // generateFile writes <name>_brpc.pb.go for a file with services. A file
@@ -141,17 +143,33 @@ func genService(g *protogen.GeneratedFile, file *protogen.File, s *protogen.Serv
 	g.P("}")
 	g.P()
 
+	// Unimplemented server, to embed.
+	unimpl := "Unimplemented" + serverName
+	g.P("// ", unimpl, " answers every method of ", s.Desc.Name(), " with ENOMETHOD. Embed it")
+	g.P("// in an implementation so that a method added to the .proto later does not")
+	g.P("// break the build: the new method fails until it is implemented.")
+	g.P("type ", unimpl, " struct{}")
+	g.P()
+	for _, m := range s.Methods {
+		g.P("func (", unimpl, ") ", signature(m), " {")
+		g.P("cntl.SetFailed(", g.QualifiedGoIdent(controllerPackage.Ident("ENOMETHOD")), ", ",
+			strconv.Quote("Method "+string(m.Desc.Name())+" of "+string(s.Desc.FullName())+" is not implemented"), ")")
+		g.P("done()")
+		g.P("}")
+		g.P()
+	}
+
 	// Registration.
 	g.P("// Register", serverName, " registers impl, which serves the ", s.Desc.Name(), " service, on srv.")
 	genComments(g, "", serviceDep, true)
-	g.P("func Register", serverName, "(srv ", g.QualifiedGoIdent(serverPackage.Ident("Registrar")), ", impl ", serverName, ") error {")
+	g.P("func Register", serverName, "(srv ", g.QualifiedGoIdent(rpcPackage.Ident("Registrar")), ", impl ", serverName, ") error {")
 	g.P("if impl == nil {")
 	g.P("return ", g.QualifiedGoIdent(errorsPackage.Ident("New")), "(",
 		strconv.Quote(string(file.GoPackageName)+": Register"+serverName+" with a nil "+serverName), ")")
 	g.P("}")
-	g.P("return srv.RegisterService(&", g.QualifiedGoIdent(serverPackage.Ident("ServiceDesc")), "{")
+	g.P("return srv.RegisterService(&", g.QualifiedGoIdent(rpcPackage.Ident("ServiceDesc")), "{")
 	g.P("Descriptor: ", descriptor, ",")
-	g.P("Methods: []", g.QualifiedGoIdent(serverPackage.Ident("MethodDesc")), "{")
+	g.P("Methods: []", g.QualifiedGoIdent(rpcPackage.Ident("MethodDesc")), "{")
 	msg := g.QualifiedGoIdent(protoPackage.Ident("Message"))
 	for _, m := range s.Methods {
 		g.P("{")
@@ -172,7 +190,7 @@ func genService(g *protogen.GeneratedFile, file *protogen.File, s *protogen.Serv
 	g.P("// exactly once after cntl holds the result.")
 	genComments(g, s.Comments.Leading, serviceDep, true)
 	g.P("type ", stubName, " struct {")
-	g.P("caller ", g.QualifiedGoIdent(channelPackage.Ident("Caller")))
+	g.P("caller ", g.QualifiedGoIdent(rpcPackage.Ident("Caller")))
 	mdType := g.QualifiedGoIdent(protoreflectPkg.Ident("MethodDescriptor"))
 	for _, m := range s.Methods {
 		g.P(stubField(m), " ", mdType)
@@ -182,7 +200,7 @@ func genService(g *protogen.GeneratedFile, file *protogen.File, s *protogen.Serv
 	g.P("// New", stubName, " returns a stub of the ", s.Desc.Name(), " service calling through c,")
 	g.P("// usually a *channel.Channel.")
 	genComments(g, "", serviceDep, true)
-	g.P("func New", stubName, "(c ", g.QualifiedGoIdent(channelPackage.Ident("Caller")), ") *", stubName, " {")
+	g.P("func New", stubName, "(c ", g.QualifiedGoIdent(rpcPackage.Ident("Caller")), ") *", stubName, " {")
 	if len(s.Methods) > 0 {
 		g.P("sd := ", descriptor)
 	}
@@ -204,6 +222,76 @@ func genService(g *protogen.GeneratedFile, file *protogen.File, s *protogen.Serv
 		g.P("}")
 		g.P()
 	}
+	genClient(g, s, descriptor, serviceDep)
+}
+
+// genClient writes the context-first client, Go's shape beside brpc's
+// stub: one synchronous call per method returning (response, error).
+func genClient(g *protogen.GeneratedFile, s *protogen.Service, descriptor string, serviceDep bool) {
+	var (
+		clientName = s.GoName + "Client"
+		implName   = lowerFirst(s.GoName) + "Client"
+		ctx        = g.QualifiedGoIdent(contextPackage.Ident("Context"))
+		opt        = g.QualifiedGoIdent(rpcPackage.Ident("CallOption"))
+		mdType     = g.QualifiedGoIdent(protoreflectPkg.Ident("MethodDescriptor"))
+	)
+	signature := func(m *protogen.Method) string {
+		return m.GoName + "(ctx " + ctx + ", req *" + g.QualifiedGoIdent(m.Input.GoIdent) +
+			", opts ..." + opt + ") (*" + g.QualifiedGoIdent(m.Output.GoIdent) + ", error)"
+	}
+	g.P("// ", clientName, " is the context-first client API of the ", s.Desc.Name(), " service.")
+	g.P("// A call returns the response or an error whose code errors.Is matches")
+	g.P("// (controller.ERPCTIMEDOUT, and context.DeadlineExceeded for it); ctx's")
+	g.P("// deadline caps the call's timeout and its cancellation ends the call.")
+	genComments(g, s.Comments.Leading, serviceDep, true)
+	g.P("type ", clientName, " interface {")
+	for _, m := range s.Methods {
+		genComments(g, m.Comments.Leading, methodDeprecated(m), false)
+		g.P(signature(m))
+	}
+	g.P("}")
+	g.P()
+	g.P("type ", implName, " struct {")
+	g.P("caller ", g.QualifiedGoIdent(rpcPackage.Ident("Caller")))
+	for _, m := range s.Methods {
+		g.P(stubField(m), " ", mdType)
+	}
+	g.P("}")
+	g.P()
+	g.P("// New", clientName, " returns a client of the ", s.Desc.Name(), " service calling through")
+	g.P("// c, usually a *channel.Channel.")
+	genComments(g, "", serviceDep, true)
+	g.P("func New", clientName, "(c ", g.QualifiedGoIdent(rpcPackage.Ident("Caller")), ") ", clientName, " {")
+	if len(s.Methods) > 0 {
+		g.P("sd := ", descriptor)
+	}
+	g.P("return &", implName, "{")
+	g.P("caller: c,")
+	for _, m := range s.Methods {
+		g.P(stubField(m), ": sd.Methods().ByName(", strconv.Quote(string(m.Desc.Name())), "),")
+	}
+	g.P("}")
+	g.P("}")
+	g.P()
+	for _, m := range s.Methods {
+		genComments(g, "", methodDeprecated(m), false)
+		g.P("func (c *", implName, ") ", signature(m), " {")
+		g.P("resp := new(", g.QualifiedGoIdent(m.Output.GoIdent), ")")
+		g.P("if err := ", g.QualifiedGoIdent(rpcPackage.Ident("Invoke")), "(ctx, c.caller, c.", stubField(m), ", req, resp, opts...); err != nil {")
+		g.P("return nil, err")
+		g.P("}")
+		g.P("return resp, nil")
+		g.P("}")
+		g.P()
+	}
+}
+
+// lowerFirst makes an exported Go name unexported.
+func lowerFirst(name string) string {
+	if name == "" {
+		return name
+	}
+	return strings.ToLower(name[:1]) + name[1:]
 }
 
 // stubField names the stub's field holding m's descriptor. The prefix keeps

@@ -111,7 +111,11 @@ func TestGenerateEcho(t *testing.T) {
 		case *ast.FuncDecl:
 			name := d.Name.Name
 			if d.Recv != nil {
-				name = "(" + d.Recv.List[0].Type.(*ast.StarExpr).X.(*ast.Ident).Name + ")." + name
+				recv := d.Recv.List[0].Type
+				if star, ok := recv.(*ast.StarExpr); ok {
+					recv = star.X
+				}
+				name = "(" + recv.(*ast.Ident).Name + ")." + name
 			}
 			decls[name] = true
 		case *ast.GenDecl:
@@ -131,6 +135,8 @@ func TestGenerateEcho(t *testing.T) {
 		"EchoService_ServiceName", "EchoService_Echo_FullMethodName", "EchoService_Ping_FullMethodName",
 		"EchoServiceServer", "RegisterEchoServiceServer",
 		"EchoServiceStub", "NewEchoServiceStub", "(EchoServiceStub).Echo", "(EchoServiceStub).Ping",
+		"UnimplementedEchoServiceServer", "(UnimplementedEchoServiceServer).Echo", "(UnimplementedEchoServiceServer).Ping",
+		"EchoServiceClient", "NewEchoServiceClient", "(echoServiceClient).Echo", "(echoServiceClient).Ping",
 	} {
 		if !decls[want] {
 			t.Errorf("no declaration of %s", want)
@@ -147,12 +153,16 @@ func TestGenerateEcho(t *testing.T) {
 		`emptypb "google.golang.org/protobuf/types/known/emptypb"`,
 		"\t// Echo sends the message back.\n\tEcho(cntl *controller.Controller, req *EchoRequest, resp *EchoResponse, done func())\n",
 		"\tPing(cntl *controller.Controller, req *emptypb.Empty, resp *emptypb.Empty, done func())\n",
-		"func RegisterEchoServiceServer(srv server.Registrar, impl EchoServiceServer) error {",
+		"func RegisterEchoServiceServer(srv rpc.Registrar, impl EchoServiceServer) error {",
 		"if impl == nil {",
 		`Descriptor: File_golden_echo_proto.Services().ByName("EchoService"),`,
 		"impl.Echo(cntl, req.(*EchoRequest), resp.(*EchoResponse), done)",
 		"impl.Ping(cntl, req.(*emptypb.Empty), resp.(*emptypb.Empty), done)",
-		"func NewEchoServiceStub(c channel.Caller) *EchoServiceStub {",
+		"func NewEchoServiceStub(c rpc.Caller) *EchoServiceStub {",
+		"func NewEchoServiceClient(c rpc.Caller) EchoServiceClient {",
+		"Echo(ctx context.Context, req *EchoRequest, opts ...rpc.CallOption) (*EchoResponse, error)",
+		"if err := rpc.Invoke(ctx, c.caller, c.mdEcho, req, resp, opts...); err != nil {",
+		`cntl.SetFailed(controller.ENOMETHOD, "Method Echo of example.EchoService is not implemented")`,
 		`mdEcho: sd.Methods().ByName("Echo"),`,
 		"// Echo sends the message back.\nfunc (s *EchoServiceStub) Echo(cntl *controller.Controller, req *EchoRequest, resp *EchoResponse, done func()) {",
 		"s.caller.CallMethod(s.mdEcho, cntl, req, resp, done)",
