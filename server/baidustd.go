@@ -76,8 +76,8 @@ func (s *Server) onRequest(sc *transport.ServerConn, meta *baidustd.Meta, msg, a
 		if sess.rejected {
 			return nil // the connection is closing: ERPCAUTH was answered
 		}
-		if rerr := s.authenticate(sc, sess, meta); rerr != nil {
-			return rerr
+		if !s.authenticate(sc, sess, meta) {
+			return nil
 		}
 	}
 	if err != nil { // attachment_size larger than the payload (brpc step 5)
@@ -246,12 +246,12 @@ const authenticateCloseDelay = 200 * time.Millisecond
 // authenticate verifies the credential of a connection's first request,
 // as brpc's VerifyRpcRequest: on failure it answers ERPCAUTH ("Fail to
 // authenticate: <reason>"), drops the connection's later requests and
-// closes it.
-func (s *Server) authenticate(sc *transport.ServerConn, sess *connSession, meta *baidustd.Meta) error {
+// closes it. It reports whether the request may be served.
+func (s *Server) authenticate(sc *transport.ServerConn, sess *connSession, meta *baidustd.Meta) bool {
 	ac, err := s.opts.Auth.VerifyCredential(string(meta.AuthenticationData), sc.RemoteAddr())
 	if err == nil {
 		sess.verified, sess.auth = true, ac
-		return nil
+		return true
 	}
 	sess.rejected = true
 	m := baidustd.Meta{
@@ -263,7 +263,7 @@ func (s *Server) authenticate(sc *transport.ServerConn, sess *connSession, meta 
 	s.writeFrame(sc, &m, nil, nil)
 	logAuthFailed.Warn("gobrpc: fail to authenticate", "remote", sc.RemoteAddr().String(), "err", err)
 	time.AfterFunc(authenticateCloseDelay, sc.Close)
-	return nil
+	return false
 }
 
 var logAuthFailed = ratelog.New(time.Second)
