@@ -24,7 +24,7 @@
 // A fragment needs no import lines: a name used as pkg.X that the fragment
 // does not declare is imported from a fixed table (importTable in the
 // test; add a package there, or write its import line in the block): gobrpc's channel, controller, server, limiter (server/limiter),
-// builtin (server/builtin), backup, bvar, naming, etcdnaming (naming/etcd),
+// builtin (server/builtin), auth, backup, bvar, errno, rpc, naming, etcdnaming (naming/etcd),
 // loadbalancer, flags, rpcz, the example's echopb, protobuf's proto, and the
 // usual standard packages (context, errors, fmt, log, time, net, http,
 // slog, ...). Imports a fragment writes itself are kept. Variables a

@@ -27,21 +27,25 @@ const modulePath = "github.com/gobrpc/gobrpc"
 // importTable maps the package names a fragment may use without importing
 // them to their import paths.
 var importTable = map[string]string{
+	"auth":         modulePath + "/auth",
 	"backup":       modulePath + "/backup",
 	"builtin":      modulePath + "/server/builtin",
 	"bvar":         modulePath + "/bvar",
 	"channel":      modulePath + "/channel",
 	"controller":   modulePath + "/controller",
 	"echopb":       modulePath + "/example/echo/echopb",
+	"errno":        modulePath + "/errno",
 	"etcdnaming":   modulePath + "/naming/etcd",
 	"flags":        modulePath + "/flags",
 	"limiter":      modulePath + "/server/limiter",
 	"loadbalancer": modulePath + "/loadbalancer",
 	"naming":       modulePath + "/naming",
+	"rpc":          modulePath + "/rpc",
 	"rpcz":         modulePath + "/rpcz",
 	"server":       modulePath + "/server",
 
-	"proto": "google.golang.org/protobuf/proto",
+	"proto":        "google.golang.org/protobuf/proto",
+	"protoreflect": "google.golang.org/protobuf/reflect/protoreflect",
 
 	"atomic":  "sync/atomic",
 	"bufio":   "bufio",
