@@ -150,8 +150,9 @@ func (l brpcLog) waitFor(t *testing.T, re *regexp.Regexp) string {
 	}
 }
 
-// startBrpcInteropServer runs bin on a free port with -enable_rpcz, its
-// output in a file (no copying goroutines), until the test ends.
+// startBrpcInteropServer runs bin on a free port with -enable_rpcz, in a
+// temporary directory, its output in a file (no copying goroutines), until
+// the test ends.
 func startBrpcInteropServer(t *testing.T, bin string) (string, brpcLog) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -164,6 +165,7 @@ func startBrpcInteropServer(t *testing.T, bin string) (string, brpcLog) {
 	defer f.Close()
 	cmd := exec.Command(bin, "-port", strconv.Itoa(port), "-enable_rpcz")
 	cmd.Stdout, cmd.Stderr = f, f
+	cmd.Dir = t.TempDir() // brpc's rpcz writes ./rpc_data there, not in the package
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() {
 		cmd.Process.Kill()

@@ -78,7 +78,9 @@ type request struct {
 	bodyBuf *[]byte // pooled storage behind body, released once no attempt is being sent
 
 	// A SelectiveChannel hands copies of the request and the attachment
-	// to its sub-calls, and each answers into a new message of respType.
+	// to its sub-calls, and each answers into a new message of respType;
+	// they get the caller's context (its cancellation and trace).
+	ctx      context.Context
 	reqCopy  proto.Message
 	attCopy  []byte
 	respType protoreflect.MessageType
@@ -338,6 +340,7 @@ func (c *call) setUp(canceled bool) (controller.Errno, string) {
 		c.rq.userFields = maps.Clone(f)
 	}
 	c.traceFrom(ctx)
+	c.rq.ctx = ctx
 	if code, text := c.s.prepare(c); code != 0 {
 		return code, text
 	}

@@ -564,3 +564,27 @@ func TestNewReportsInitErrors(t *testing.T) {
 	require.NoError(t, err)
 	assert.NoError(t, ch.Close())
 }
+
+// Through a SelectiveChannel the server still sees the caller's deadline
+// and user fields, and the caller's context still cancels.
+func TestSelectiveChannelPassesDeadlineAndUserFields(t *testing.T) {
+	svc := &deadlineService{seen: make(chan deadlineSeen, 4)}
+	srv := startService(t, nil, svc)
+	sub, err := channel.New(srv.ListenAddress().String(), "", nil)
+	require.NoError(t, err)
+	var sch channel.SelectiveChannel
+	opts := channel.DefaultOptions()
+	require.NoError(t, sch.Init("rr", &opts))
+	defer sch.Close()
+	_, err = sch.AddChannel(sub, "")
+	require.NoError(t, err)
+	client := testpb.NewEchoServiceClient(&sch)
+	ctx, cancel := context.WithTimeout(context.Background(), 700*time.Millisecond)
+	defer cancel()
+	_, err = client.Echo(ctx, msg("x"))
+	require.NoError(t, err)
+	s := <-svc.seen
+	assert.True(t, s.has)
+	assert.LessOrEqual(t, s.timeoutMs, int64(700))
+	assert.Greater(t, s.timeoutMs, int64(200))
+}

@@ -216,9 +216,18 @@ func (s *SelectiveChannel) send(c *call, a *attempt) {
 	sub := a.server.Value.(Caller)
 	rq := &c.rq
 	sc := &subCall{resp: rq.respType.New().Interface()}
-	// The SelectiveChannel owns the deadline; the sub-call inherits what
-	// describes the request, from what the call took when it started.
+	// The SelectiveChannel owns the deadline (brpc gives sub-calls none);
+	// the sub-call inherits what describes the request, from what the call
+	// took when it started, and the time left, so that its servers see the
+	// caller's deadline.
 	sc.cntl.SetTimeoutMs(-1)
+	if !c.deadline.IsZero() {
+		sc.cntl.SetTimeoutMs(max(1, int64(remainingMs(c.deadline))))
+	}
+	sc.cntl.SetContext(rq.ctx)
+	for k, v := range rq.userFields {
+		sc.cntl.RequestUserFields()[k] = v
+	}
 	if rq.hasLogID {
 		sc.cntl.SetLogID(rq.logID)
 	}

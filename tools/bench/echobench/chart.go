@@ -177,6 +177,8 @@ func seriesStyle(fw string) style {
 		return style{"#1f77b4", "", "gobrpc (single)"}
 	case "gobrpc-pooled":
 		return style{"#2ca02c", "", "gobrpc (pooled)"}
+	case "gobrpc-ctx":
+		return style{"#17becf", "", "gobrpc (ctx client)"}
 	case "grpc":
 		return style{"#d62728", "", "grpc-go"}
 	case "netrpc":

@@ -35,6 +35,7 @@ type clientFramework struct {
 var clientFrameworks = map[string]clientFramework{
 	"gobrpc-single": {server: "gobrpc", dial: func(a string, t time.Duration) (client, error) { return dialGobrpc(a, "single", t) }},
 	"gobrpc-pooled": {server: "gobrpc", dial: func(a string, t time.Duration) (client, error) { return dialGobrpc(a, "pooled", t) }},
+	"gobrpc-ctx":    {server: "gobrpc", dial: dialGobrpcCtx},
 	"grpc":          {server: "grpc", dial: dialGRPC},
 	"netrpc":        {server: "netrpc", dial: dialNetRPC},
 }
@@ -83,6 +84,45 @@ func (c *gobrpcClient) caller(payload []byte) func() error {
 }
 
 func (c *gobrpcClient) close() { c.ch.Close() }
+
+// gobrpc's context-first client over the same single connection: the
+// generated EchoServiceClient, which allocates each response as grpc-go's
+// does (what the Go face costs over the brpc stub).
+type gobrpcCtxClient struct {
+	ch     *channel.Channel
+	client echobenchpb.EchoServiceClient
+}
+
+func dialGobrpcCtx(addr string, timeout time.Duration) (client, error) {
+	opts := channel.DefaultOptions()
+	opts.MaxRetry = 0
+	opts.TimeoutMs = -1
+	if timeout > 0 {
+		opts.TimeoutMs = int32(timeout.Milliseconds())
+	}
+	ch, err := channel.New(addr, "", &opts)
+	if err != nil {
+		return nil, err
+	}
+	return &gobrpcCtxClient{ch: ch, client: echobenchpb.NewEchoServiceClient(ch)}, nil
+}
+
+func (c *gobrpcCtxClient) caller(payload []byte) func() error {
+	req := &echobenchpb.EchoRequest{Message: payload}
+	ctx := context.Background()
+	return func() error {
+		resp, err := c.client.Echo(ctx, req)
+		if err != nil {
+			return err
+		}
+		if len(resp.Message) != len(payload) {
+			return errEcho
+		}
+		return nil
+	}
+}
+
+func (c *gobrpcCtxClient) close() { c.ch.Close() }
 
 // grpc-go: one ClientConn (one HTTP/2 connection, the grpc-go default);
 // the generated client allocates each response.

@@ -41,7 +41,7 @@ var (
 	repeat     = Flags.Int("repeat", 2, "rounds: each round runs every framework once, back to back; the table shows medians")
 	payloads   = Flags.String("payloads", "16,1024", "comma-separated payload sizes in bytes")
 	callers    = Flags.String("callers", "1,64,512", "comma-separated numbers of closed-loop callers")
-	frameworks = Flags.String("frameworks", "gobrpc-single,gobrpc-pooled,grpc,netrpc", "comma-separated frameworks to run: gobrpc-single, gobrpc-pooled, grpc, netrpc")
+	frameworks = Flags.String("frameworks", "gobrpc-single,gobrpc-pooled,grpc,netrpc", "comma-separated frameworks to run: gobrpc-single, gobrpc-pooled, gobrpc-ctx (the context-first client), grpc, netrpc")
 	scenarios  = Flags.String("scenarios", "", "comma-separated patterns (path.Match) of the scenarios to run, named payload/callers: '16B/1,1KB/*'; empty runs all")
 	timeoutMs  = Flags.Int("timeout_ms", 0, "per-call deadline of every framework; 0 means none (gobrpc TimeoutMs -1, grpc context.Background())")
 	chart      = Flags.String("chart", "echobench.svg", "SVG chart to write (QPS and p99 against callers); empty writes none")
@@ -162,7 +162,7 @@ func selectFrameworks() ([]string, error) {
 			continue
 		}
 		if _, ok := clientFrameworks[f]; !ok {
-			return nil, fmt.Errorf("-frameworks: unknown %q (gobrpc-single, gobrpc-pooled, grpc, netrpc)", f)
+			return nil, fmt.Errorf("-frameworks: unknown %q (gobrpc-single, gobrpc-pooled, gobrpc-ctx, grpc, netrpc)", f)
 		}
 		out = append(out, f)
 	}

@@ -10,10 +10,10 @@
 package echobenchpb
 
 import (
+	context "context"
 	errors "errors"
-	channel "github.com/gobrpc/gobrpc/channel"
 	controller "github.com/gobrpc/gobrpc/controller"
-	server "github.com/gobrpc/gobrpc/server"
+	rpc "github.com/gobrpc/gobrpc/rpc"
 	proto "google.golang.org/protobuf/proto"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 )
@@ -32,14 +32,24 @@ type EchoServiceServer interface {
 	Echo(cntl *controller.Controller, req *EchoRequest, resp *EchoResponse, done func())
 }
 
+// UnimplementedEchoServiceServer answers every method of EchoService with ENOMETHOD. Embed it
+// in an implementation so that a method added to the .proto later does not
+// break the build: the new method fails until it is implemented.
+type UnimplementedEchoServiceServer struct{}
+
+func (UnimplementedEchoServiceServer) Echo(cntl *controller.Controller, req *EchoRequest, resp *EchoResponse, done func()) {
+	cntl.SetFailed(controller.ENOMETHOD, "Method Echo of benchpb.EchoService is not implemented")
+	done()
+}
+
 // RegisterEchoServiceServer registers impl, which serves the EchoService service, on srv.
-func RegisterEchoServiceServer(srv server.Registrar, impl EchoServiceServer) error {
+func RegisterEchoServiceServer(srv rpc.Registrar, impl EchoServiceServer) error {
 	if impl == nil {
 		return errors.New("echobenchpb: RegisterEchoServiceServer with a nil EchoServiceServer")
 	}
-	return srv.RegisterService(&server.ServiceDesc{
+	return srv.RegisterService(&rpc.ServiceDesc{
 		Descriptor: File_echobenchpb_echo_proto.Services().ByName("EchoService"),
-		Methods: []server.MethodDesc{
+		Methods: []rpc.MethodDesc{
 			{
 				Name: "Echo",
 				Handler: func(cntl *controller.Controller, req, resp proto.Message, done func()) {
@@ -54,13 +64,13 @@ func RegisterEchoServiceServer(srv server.Registrar, impl EchoServiceServer) err
 // a call is synchronous; otherwise it returns at once and done runs
 // exactly once after cntl holds the result.
 type EchoServiceStub struct {
-	caller channel.Caller
+	caller rpc.Caller
 	mdEcho protoreflect.MethodDescriptor
 }
 
 // NewEchoServiceStub returns a stub of the EchoService service calling through c,
 // usually a *channel.Channel.
-func NewEchoServiceStub(c channel.Caller) *EchoServiceStub {
+func NewEchoServiceStub(c rpc.Caller) *EchoServiceStub {
 	sd := File_echobenchpb_echo_proto.Services().ByName("EchoService")
 	return &EchoServiceStub{
 		caller: c,
@@ -71,4 +81,35 @@ func NewEchoServiceStub(c channel.Caller) *EchoServiceStub {
 // Echo calls benchpb.EchoService.Echo.
 func (s *EchoServiceStub) Echo(cntl *controller.Controller, req *EchoRequest, resp *EchoResponse, done func()) {
 	s.caller.CallMethod(s.mdEcho, cntl, req, resp, done)
+}
+
+// EchoServiceClient is the context-first client API of the EchoService service.
+// A call returns the response or an error whose code errors.Is matches
+// (controller.ERPCTIMEDOUT, and context.DeadlineExceeded for it); ctx's
+// deadline caps the call's timeout and its cancellation ends the call.
+type EchoServiceClient interface {
+	Echo(ctx context.Context, req *EchoRequest, opts ...rpc.CallOption) (*EchoResponse, error)
+}
+
+type echoServiceClient struct {
+	caller rpc.Caller
+	mdEcho protoreflect.MethodDescriptor
+}
+
+// NewEchoServiceClient returns a client of the EchoService service calling through
+// c, usually a *channel.Channel.
+func NewEchoServiceClient(c rpc.Caller) EchoServiceClient {
+	sd := File_echobenchpb_echo_proto.Services().ByName("EchoService")
+	return &echoServiceClient{
+		caller: c,
+		mdEcho: sd.Methods().ByName("Echo"),
+	}
+}
+
+func (c *echoServiceClient) Echo(ctx context.Context, req *EchoRequest, opts ...rpc.CallOption) (*EchoResponse, error) {
+	resp := new(EchoResponse)
+	if err := rpc.Invoke(ctx, c.caller, c.mdEcho, req, resp, opts...); err != nil {
+		return nil, err
+	}
+	return resp, nil
 }
