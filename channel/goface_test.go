@@ -405,7 +405,9 @@ func TestServerInterceptorsRunInOrder(t *testing.T) {
 }
 
 // whoAmI answers with the user its connection authenticated as.
-type whoAmI struct{ testpb.UnimplementedEchoServiceServer }
+type whoAmI struct {
+	testpb.UnimplementedEchoServiceServer
+}
 
 func (whoAmI) Echo(cntl *controller.Controller, req *testpb.EchoRequest, resp *testpb.EchoResponse, done func()) {
 	defer done()
@@ -550,7 +552,9 @@ func TestTraceTravelsThroughAChain(t *testing.T) {
 }
 
 func TestUnimplementedServerAnswersENOMETHOD(t *testing.T) {
-	type partial struct{ testpb.UnimplementedEchoServiceServer }
+	type partial struct {
+		testpb.UnimplementedEchoServiceServer
+	}
 	srv := startService(t, nil, partial{})
 	_, err := newClient(t, srv.ListenAddress().String(), nil).Echo(context.Background(), msg("x"))
 	assert.ErrorIs(t, err, controller.ENOMETHOD)

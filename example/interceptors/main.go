@@ -3,7 +3,9 @@
 //   - the server logs every call (method, caller, latency, result) and
 //     rejects calls without an "x-tenant" user field (brpc's user_fields, a
 //     header-like value in the baidu_std meta) with EREQUEST;
+//
 //   - the client adds "x-tenant" to every call and logs it;
+//
 //   - the server authenticates connections with a shared token
 //     (auth.Token, brpc's Authenticator) and handlers see who called.
 //
