@@ -421,3 +421,34 @@ func TestConnectTimeout(t *testing.T) {
 	// Two connect attempts of 50 ms, far from the 2 s deadline.
 	assert.Less(t, cntl.LatencyUs(), int64(1_000_000))
 }
+
+// With the timeout delivered (gobrpc's default, brpc's
+// -baidu_std_protocol_deliver_timeout_ms=true), a request is what brpc's
+// echo_client sends with that flag and -timeout_ms=500: timeout_ms in
+// RpcRequestMeta, right after log_id. Recorded from brpc 71871ee9.
+func TestRequestDeliversTimeoutMs(t *testing.T) {
+	want, err := os.ReadFile(filepath.Join("testdata", "brpc-deliver-timeout.request.bin"))
+	require.NoError(t, err)
+	fs := startFakeServer(t, false)
+	opts := channel.DefaultOptions() // TimeoutMs 500, as the recording
+	ch := &channel.Channel{}
+	require.NoError(t, ch.Init(fs.ln.Addr().String(), "", &opts))
+	t.Cleanup(func() { ch.Close() })
+	cntl := controller.New()
+	cntl.SetLogID(0)
+	echopb.NewEchoServiceStub(ch).Echo(cntl, &echopb.EchoRequest{Message: proto.String("hello world")}, &echopb.EchoResponse{}, nil)
+	require.NoError(t, cntl.Err())
+	got := <-fs.requests
+	var gm, wm baidustd.Meta
+	gmsg, gatt, err := baidustd.DecodeFrame(got, &gm)
+	require.NoError(t, err)
+	_, _, err = baidustd.DecodeFrame(want, &wm)
+	require.NoError(t, err)
+	assert.Equal(t, int32(500), wm.TimeoutMs)
+	assert.Greater(t, gm.TimeoutMs, int32(400), "the time left of a 500 ms call")
+	assert.LessOrEqual(t, gm.TimeoutMs, int32(500))
+	gm.CorrelationID, gm.TimeoutMs = wm.CorrelationID, wm.TimeoutMs
+	normalised, err := baidustd.AppendFrame(nil, &gm, gmsg, gatt)
+	require.NoError(t, err)
+	assert.Equal(t, want, normalised)
+}

@@ -119,6 +119,19 @@ func Recent(n int) []Span {
 	return out
 }
 
+// OfTrace returns the kept spans of one trace, newest first.
+func OfTrace(traceID int64) []Span {
+	ring.Lock()
+	defer ring.Unlock()
+	var out []Span
+	for i := 0; i < ring.n; i++ {
+		if s := ring.spans[(ring.next-1-i+MaxSpans)%MaxSpans]; s.TraceID == traceID {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 // Reset drops every span (for tests).
 func Reset() {
 	ring.Lock()
@@ -141,7 +154,9 @@ func Write(w io.Writer, spans []Span) {
 			s.Start.Format("2006/01/02-15:04:05.000000"), kind, s.Method, s.Remote, s.LogID,
 			s.Latency.Microseconds(), status)
 		if s.TraceID != 0 {
-			fmt.Fprintf(w, "    trace=%016x span=%016x parent_span=%016x\n", s.TraceID, s.SpanID, s.ParentSpanID)
+			// Unsigned, as brpc prints and looks them up (its ids are uint64).
+			fmt.Fprintf(w, "    trace=%016x span=%016x parent_span=%016x\n",
+				uint64(s.TraceID), uint64(s.SpanID), uint64(s.ParentSpanID))
 		}
 		for i, a := range s.Attempts {
 			role := "attempt"
@@ -193,6 +208,16 @@ func Handler() http.Handler {
 		n := 100
 		if v, err := strconv.Atoi(r.URL.Query().Get("n")); err == nil && v > 0 {
 			n = v
+		}
+		if t := r.URL.Query().Get("trace"); t != "" { // brpc's /rpcz?trace=<hex>
+			id, err := strconv.ParseUint(t, 16, 64)
+			if err != nil {
+				w.WriteHeader(http.StatusBadRequest)
+				io.WriteString(w, "trace must be a hexadecimal trace id\n")
+				return
+			}
+			Write(w, OfTrace(int64(id)))
+			return
 		}
 		Write(w, Recent(n))
 	})

@@ -56,3 +56,28 @@ func TestHandler(t *testing.T) {
 	assert.Contains(t, text, "backup  1 -> 127.0.0.1:8001 sent at +2000us latency=1000us won")
 	assert.Equal(t, 2, strings.Count(text, " -> "))
 }
+
+func TestHandlerFiltersOneTrace(t *testing.T) {
+	enable(t)
+	Reset()
+	Record(Span{Method: "a", TraceID: 0xabc, SpanID: 1})
+	Record(Span{Method: "b", TraceID: 0xdef, SpanID: 2})
+	Record(Span{Method: "c", TraceID: 0xabc, SpanID: 3, ParentSpanID: 1})
+	rec := httptest.NewRecorder()
+	Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/rpcz?trace=abc", nil))
+	body := rec.Body.String()
+	assert.Contains(t, body, " a ")
+	assert.Contains(t, body, " c ")
+	assert.NotContains(t, body, " b ")
+	assert.Contains(t, body, "trace=0000000000000abc")
+	rec = httptest.NewRecorder()
+	Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/rpcz?trace=xyz", nil))
+	assert.Equal(t, 400, rec.Code)
+}
+
+// brpc's ids are uint64: one with the top bit set prints as brpc prints it.
+func TestIDsPrintUnsigned(t *testing.T) {
+	var b strings.Builder
+	Write(&b, []Span{{Method: "m", TraceID: int64(-0x6181e372ae6bffff), SpanID: 1}})
+	assert.Contains(t, b.String(), "trace=9e7e1c8d51940001")
+}

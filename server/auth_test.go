@@ -32,20 +32,20 @@ func httpCall(t *testing.T, url, authorization string) (int, string) {
 }
 
 // As brpc: HTTP calls and the main port's builtin pages need the
-// credential in Authorization (401 without it).
+// credential in Authorization (403 without it, as brpc).
 func TestHTTPNeedsTheCredential(t *testing.T) {
 	srv, svc := echotest.StartServer(t, &server.Options{Auth: auth.Token("s3cret")})
 	base := "http://" + srv.ListenAddress().String()
 	code, body := httpCall(t, base+"/gobrpc.test.EchoService/Echo", "")
-	assert.Equal(t, 401, code)
+	assert.Equal(t, 403, code)
 	assert.Contains(t, body, "[E1004]Fail to authenticate")
 	code, _ = httpCall(t, base+"/gobrpc.test.EchoService/Echo", "wrong")
-	assert.Equal(t, 401, code)
+	assert.Equal(t, 403, code)
 	assert.Zero(t, svc.Calls.Load())
 	code, body = httpCall(t, base+"/gobrpc.test.EchoService/Echo", "s3cret")
 	assert.Equal(t, 200, code, body)
 	code, _ = httpCall(t, base+"/status", "")
-	assert.Equal(t, 401, code)
+	assert.Equal(t, 403, code)
 }
 
 // A raw baidu_std client without a credential gets ERPCAUTH for its first

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -87,8 +88,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// pages do not.
 		var err error
 		if ac, err = s.opts.Auth.VerifyCredential(r.Header.Get("Authorization"), tcpAddr(r.RemoteAddr)); err != nil {
+			// 403, as brpc's SendUnauthorizedResponse answers (its status
+			// table's 401 is not what it sends).
 			logAuthFailed.Warn("gobrpc: fail to authenticate", "remote", r.RemoteAddr, "err", err)
-			writeHTTPError(w, controller.ERPCAUTH, errno.Text(controller.ERPCAUTH, "Fail to authenticate: "+clip(err.Error())))
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			w.WriteHeader(http.StatusForbidden)
+			io.WriteString(w, errno.Text(controller.ERPCAUTH, "Fail to authenticate: "+clip(err.Error())))
 			return
 		}
 	}
@@ -105,6 +110,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.servePB(w, r, ac)
+}
+
+// headerID reads a decimal id header; 0 when absent or malformed.
+func headerID(r *http.Request, name string) int64 {
+	v, err := strconv.ParseUint(r.Header.Get(name), 10, 64)
+	if err != nil {
+		return 0
+	}
+	return int64(v)
 }
 
 func writeHTTPError(w http.ResponseWriter, code controller.Errno, text string) {
@@ -206,7 +220,8 @@ func (s *Server) servePB(w http.ResponseWriter, r *http.Request, ac *auth.Contex
 	st.LocalSide = tcpAddr(local)
 	st.ConnCtx = r.Context()
 	st.Auth = ac
-	traceServerCall(st, 0, 0, 0)
+	// brpc's HTTP clients send the trace in x-bd-* headers, in decimal.
+	traceServerCall(st, headerID(r, "x-bd-trace-id"), headerID(r, "x-bd-span-id"), headerID(r, "x-bd-parent-span-id"))
 	h.run()
 	select {
 	case <-h.answered:
