@@ -27,6 +27,9 @@ type CallOption struct {
 // matches its code, and context.DeadlineExceeded or context.Canceled for
 // ERPCTIMEDOUT and ECANCELED). ctx's deadline caps the timeout and its
 // cancellation ends the call. The generated context-first clients call it.
+//
+// The Controller is reused once Invoke returns, so a Caller (or a channel
+// interceptor) must not keep it past the call; read results with Result.
 func Invoke(ctx context.Context, c Caller, md protoreflect.MethodDescriptor, req, resp proto.Message, opts ...CallOption) error {
 	cntl := controllers.Get().(*controller.Controller)
 	cntl.SetContext(ctx)
