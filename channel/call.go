@@ -480,9 +480,11 @@ func (c *call) issue(a *attempt) {
 		c.onFailure(a, code, errno.Text(code, fmt.Sprintf("Fail to select server from %s: %v", c.s.describe(), err)), false)
 		return
 	}
-	if a == &c.first && c.done != nil && !c.s.ready(a) {
-		// An asynchronous CallMethod returns to its caller at once, as
-		// brpc's does: connecting happens on another goroutine.
+	if a == &c.first && !c.s.ready(a) {
+		// Connecting happens on another goroutine: an asynchronous
+		// CallMethod returns to its caller at once, as brpc's does, and a
+		// synchronous one returns when the call ends (its deadline, its
+		// context's cancellation, StartCancel), not when the dial gives up.
 		c.mu.Lock()
 		c.issuing++
 		c.mu.Unlock()

@@ -1219,14 +1219,14 @@ func TestMaliciousNeverReads(t *testing.T) {
 		ch, stub := malChannel(t, s.addr(), "", nil)
 		before := malHeap()
 		seen := map[controller.Errno]int{}
-		for i := range 5 { // 80 MiB
+		for range 5 { // 80 MiB
 			cntl := controller.New()
-			cntl.SetTimeoutMs(50)
-			if i == 0 {
-				cntl.SetTimeoutMs(500) // time to connect, even on a starved machine
-			}
+			// Long enough to copy 16 MiB into the queue on a starved
+			// machine (that takes up to 80 ms here): a call is to fail by
+			// EOVERCROWDED, not by a deadline that passed while queueing.
+			cntl.SetTimeoutMs(300)
 			cntl.RequestAttachment().Write(big)
-			malCall(t, stub, cntl, "x", 500*time.Millisecond+malSlack)
+			malCall(t, stub, cntl, "x", 300*time.Millisecond+malSlack)
 			seen[cntl.ErrorCode()]++
 		}
 		held := int64(malHeap()) - int64(before)

@@ -1342,8 +1342,14 @@ func TestReuseAttackSelectiveFirstAttemptAfterEnd(t *testing.T) {
 		},
 		// Its 2 ms deadline passes while the balancer selects; on a busy
 		// machine the deadline's timer may fire late enough for the answer
-		// to win, which is fine: what matters is that nothing races.
+		// to win, which is fine: what matters is that nothing races, and
+		// that the answer is this call's (its attachment, then the 64 KiB).
 		allowed: raTimedOut,
+		check: func(t *testing.T, cntl *controller.Controller, resp *testpb.EchoResponse, i int64) {
+			assert.Equal(t, raMsg(i), resp.GetMessage(), "response message of call %d", i)
+			assert.Equal(t, raAtt(i)+strings.Repeat("x", 64<<10), cntl.ResponseAttachment().String(),
+				"response attachment of call %d", i)
+		},
 	}
 	raRunChain(t, c)
 	slowSelects.Store(false)

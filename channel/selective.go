@@ -14,6 +14,7 @@ import (
 
 	"github.com/gobrpc/gobrpc/backup"
 	"github.com/gobrpc/gobrpc/controller"
+	"github.com/gobrpc/gobrpc/internal/ctrl"
 	"github.com/gobrpc/gobrpc/loadbalancer"
 )
 
@@ -57,8 +58,10 @@ var _ Caller = (*SelectiveChannel)(nil)
 
 // Init sets the load balancer ("rr", "wrr", "random", "wr", "la",
 // "c_murmurhash") and the options; opts == nil means DefaultOptions. As in
-// brpc, the connection type, protocol and naming options do not apply to
-// a SelectiveChannel itself (its sub-channels have their own).
+// brpc, the connection type, protocol, naming and Auth options do not
+// apply to a SelectiveChannel itself (its sub-channels have their own);
+// its Interceptors wrap its calls, and each sub-channel's wrap the
+// sub-calls.
 func (s *SelectiveChannel) Init(lbName string, opts *Options) error {
 	if !s.state.CompareAndSwap(channelNew, channelInitializing) {
 		return errors.New("channel: SelectiveChannel.Init called twice")
@@ -179,6 +182,10 @@ func (s *SelectiveChannel) Close() error {
 // CallMethod sends one RPC through a sub-channel (see Caller).
 func (s *SelectiveChannel) CallMethod(md protoreflect.MethodDescriptor, cntl *controller.Controller,
 	req, resp proto.Message, done func()) {
+	if ics := s.opts.Interceptors; len(ics) > 0 {
+		startIntercepted(s, ics, md, cntl, req, resp, done)
+		return
+	}
 	startCall(s, md, cntl, req, resp, done)
 }
 
@@ -195,6 +202,9 @@ func (s *SelectiveChannel) stats() *channelVars                 { return s.vars 
 // request themselves, and an attempt may start (or still be starting)
 // after the caller got its request and Controller back.
 func (s *SelectiveChannel) prepare(c *call) (controller.Errno, string) {
+	if c.rq.traceID != 0 { // sub-calls are children of this call's span
+		c.rq.ctx = ctrl.WithTrace(c.rq.ctx, ctrl.Trace{TraceID: c.rq.traceID, SpanID: c.rq.spanID})
+	}
 	c.rq.reqCopy = proto.Clone(c.req)
 	c.rq.attCopy = bytes.Clone(c.cntl.RequestAttachment().Bytes())
 	c.rq.respType = c.resp.ProtoReflect().Type()
@@ -264,6 +274,7 @@ func (s *SelectiveChannel) subDone(c *call, a *attempt, sc *subCall) {
 	proto.Merge(c.resp, sc.resp)
 	c.cntl.ResponseAttachment().Reset()
 	c.cntl.ResponseAttachment().Write(sc.cntl.ResponseAttachment().Bytes())
+	c.st.ResponseUserFields = ctrl.Of(&sc.cntl).ResponseUserFields // the sub-call's own, now the caller's
 	c.won(a, 0, "")
 }
 

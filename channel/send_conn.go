@@ -92,8 +92,14 @@ func (ch *Channel) send(c *call, a *attempt) {
 	conn, err := ep.Acquire(connectTimeout)
 	if err != nil {
 		code := transport.ErrnoOf(err)
-		if ch.closed() {
+		var cerr *transport.CredentialError
+		switch {
+		case ch.closed():
 			code = controller.EINVAL
+		case errors.As(err, &cerr):
+			// Not retried, and says nothing bad of the server.
+			c.onFailure(a, controller.ERPCAUTH, errno.Text(controller.ERPCAUTH, err.Error()), false)
+			return
 		}
 		if cutByDeadline && code == controller.ETIMEDOUT {
 			// The call's own deadline cut the connect short: that says
@@ -123,10 +129,6 @@ func (ch *Channel) send(c *call, a *attempt) {
 	if err := ch.writeRequest(c, a, conn); err != nil {
 		conn.Unregister(a.id)
 		code := transport.ErrnoOf(err)
-		var cerr *transport.CredentialError
-		if errors.As(err, &cerr) {
-			code = controller.ERPCAUTH // not retried: another connection fails the same way
-		}
 		c.onFailure(a, code, errno.Text(code, fmt.Sprintf("Fail to write to %s: %v", ep.Addr(), err)), false)
 	}
 }

@@ -74,7 +74,11 @@ func (s *Server) onRequest(sc *transport.ServerConn, meta *baidustd.Meta, msg, a
 	sess := session(sc)
 	if s.opts.Auth != nil && !sess.verified {
 		if sess.rejected {
-			return nil // the connection is closing: ERPCAUTH was answered
+			// The connection is closing: the requests written behind the
+			// refused one get the same answer, not the close's EOF (which
+			// a client would retry).
+			s.refuseCredential(sc, meta, sess.refusal)
+			return nil
 		}
 		if !s.authenticate(sc, sess, meta) {
 			return nil
@@ -225,6 +229,7 @@ func (s *Server) writeFrame(sc *transport.ServerConn, m *baidustd.Meta, payload,
 type connSession struct {
 	verified bool          // the Authenticator accepted the first request
 	rejected bool          // it did not: ERPCAUTH was answered, the connection is closing
+	refusal  string        // why
 	auth     *auth.Context // what it verified
 }
 
@@ -253,17 +258,23 @@ func (s *Server) authenticate(sc *transport.ServerConn, sess *connSession, meta 
 		sess.verified, sess.auth = true, ac
 		return true
 	}
-	sess.rejected = true
-	m := baidustd.Meta{
-		HasResponse:   true,
-		ErrorCode:     int32(controller.ERPCAUTH),
-		ErrorText:     "Fail to authenticate: " + clip(err.Error()),
-		CorrelationID: meta.CorrelationID,
-	}
-	s.writeFrame(sc, &m, nil, nil)
+	sess.rejected, sess.refusal = true, "Fail to authenticate: "+clip(err.Error())
+	s.refuseCredential(sc, meta, sess.refusal)
 	logAuthFailed.Warn("gobrpc: fail to authenticate", "remote", sc.RemoteAddr().String(), "err", err)
 	time.AfterFunc(authenticateCloseDelay, sc.Close)
 	return false
+}
+
+// refuseCredential answers a request of a refused connection with
+// ERPCAUTH, as brpc answers the refused one.
+func (s *Server) refuseCredential(sc *transport.ServerConn, req *baidustd.Meta, text string) {
+	m := baidustd.Meta{
+		HasResponse:   true,
+		ErrorCode:     int32(controller.ERPCAUTH),
+		ErrorText:     text,
+		CorrelationID: req.CorrelationID,
+	}
+	s.writeFrame(sc, &m, nil, nil)
 }
 
 var logAuthFailed = ratelog.New(time.Second)

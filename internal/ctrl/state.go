@@ -58,6 +58,7 @@ type State struct {
 	// and cancelled when the call ends. Guarded by Mu.
 	ctx    context.Context
 	cancel context.CancelFunc
+	ended  bool // the call was answered: a context built now is born cancelled
 
 	// Call lifecycle (client side). Mu guards Call, CancelRequested and
 	// InUse. Call is the last call made with the Controller: the call
@@ -87,17 +88,23 @@ func (s *State) ServerContext() context.Context {
 	}
 	if !s.Deadline.IsZero() {
 		ctx, s.cancel = context.WithDeadline(ctx, s.Deadline)
+	} else {
+		ctx, s.cancel = context.WithCancel(ctx)
+	}
+	if s.ended {
+		s.cancel()
 	}
 	s.ctx = ctx
 	return ctx
 }
 
 // EndServerContext cancels the handler's context once the call is
-// answered, as net/http cancels a request's.
+// answered, as net/http cancels a request's; one asked for later is born
+// cancelled.
 func (s *State) EndServerContext() {
 	s.Mu.Lock()
+	s.ended = true
 	cancel := s.cancel
-	s.cancel = nil
 	s.Mu.Unlock()
 	if cancel != nil {
 		cancel()

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gobrpc/gobrpc/auth"
 	"github.com/gobrpc/gobrpc/controller"
 	"github.com/gobrpc/gobrpc/protocol/baidustd"
 )
@@ -38,7 +39,10 @@ type ClientConn struct {
 	inflight atomic.Int32 // len(pending), read without mu as the Writer's batching hint
 
 	// The credential goes out once, in the connection's first request;
-	// credentialMu holds other writers back until it has been written.
+	// credentialMu holds other writers back until it has been written. It
+	// is generated with the connection, where the wait is bounded by the
+	// connect timeout and never on a caller's goroutine.
+	credential     []byte
 	credentialMu   sync.Mutex
 	credentialSent atomic.Bool
 }
@@ -57,25 +61,53 @@ func (e *CredentialError) Error() string { return "fail to generate credential: 
 func (e *CredentialError) Unwrap() error { return e.Err }
 
 // WriteFirst writes a request that may be the connection's first, as
-// brpc's clients authenticate: the first writer generates the credential
-// and write puts it in that request's meta; writers that come meanwhile
-// wait until it is written (not answered) and get nil.
+// brpc's clients authenticate: the first writer puts the connection's
+// credential in that request's meta; writers that come meanwhile wait
+// until it is written (a write never waits for the peer) and get nil.
 func (c *ClientConn) WriteFirst(write func(credential []byte) error) error {
 	c.credentialMu.Lock()
 	defer c.credentialMu.Unlock()
 	if c.credentialSent.Load() {
 		return write(nil)
 	}
-	cred, err := c.ep.opts.Auth.GenerateCredential()
-	if err != nil {
-		return &CredentialError{Err: err}
-	}
-	if err := write([]byte(cred)); err != nil {
+	if err := write(c.credential); err != nil {
 		return err
 	}
 	c.credentialSent.Store(true)
 	return nil
 }
+
+// generateCredential runs the endpoint's Authenticator for a new
+// connection, within timeout (0: none): a slow one fails the connect, as a
+// slow server would.
+func generateCredential(a auth.Authenticator, timeout time.Duration) ([]byte, error) {
+	type result struct {
+		cred string
+		err  error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		cred, err := a.GenerateCredential()
+		ch <- result{cred, err}
+	}()
+	var expired <-chan time.Time
+	if timeout > 0 {
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		expired = t.C
+	}
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			return nil, &CredentialError{Err: r.err}
+		}
+		return []byte(r.cred), nil
+	case <-expired:
+		return nil, &CredentialError{Err: errCredentialTimeout}
+	}
+}
+
+var errCredentialTimeout = errors.New("timed out generating the credential")
 
 var errConnBroken = errors.New("connection is broken")
 
@@ -83,12 +115,25 @@ var errConnBroken = errors.New("connection is broken")
 // ETIMEDOUT, EHOSTUNREACH ...) that brpc's retry policy and users' logs
 // rely on.
 func dial(ep *Endpoint, timeout time.Duration) (*ClientConn, error) {
+	var credential []byte
+	if a := ep.opts.Auth; a != nil {
+		start := time.Now()
+		var err error
+		if credential, err = generateCredential(a, timeout); err != nil {
+			return nil, err
+		}
+		if timeout > 0 {
+			if timeout -= time.Since(start); timeout <= 0 {
+				return nil, &CredentialError{Err: errCredentialTimeout}
+			}
+		}
+	}
 	d := net.Dialer{Timeout: timeout}
-	gc, err := d.Dial("tcp", ep.addr)
+	gc, err := d.DialContext(ep.closing, "tcp", ep.addr)
 	if err != nil {
 		return nil, err
 	}
-	c := &ClientConn{ep: ep, pending: make(map[int64]ResponseHandler)}
+	c := &ClientConn{ep: ep, pending: make(map[int64]ResponseHandler), credential: credential}
 	remote := gc.RemoteAddr().String()
 	// TCP_NODELAY is already on, as Go sets it.
 	conn, err := adopt(gc.(*net.TCPConn), ep.opts.MaxBodySize, c.onFrame, func(cause error) {

@@ -1,7 +1,9 @@
 package transport
 
 import (
+	"context"
 	"errors"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -43,14 +45,20 @@ type Endpoint struct {
 
 	key  endpointKey // in the socket map
 	refs int         // guarded by socketMap's lock
+
+	// closing ends the dials in flight when the endpoint closes: a dial
+	// to a server that never answers must not outlive the channel.
+	closing   context.Context
+	stopDials context.CancelFunc
 }
 
 // pendingDial lets concurrent callers of a single connection wait for one
 // dial instead of each opening a connection.
 type pendingDial struct {
-	done chan struct{}
-	conn *ClientConn
-	err  error
+	done    chan struct{}
+	conn    *ClientConn
+	err     error
+	timeout time.Duration // the owner's connect timeout (0: none)
 }
 
 // NewEndpoint prepares connections to addr ("ip:port" or "host:port");
@@ -62,7 +70,9 @@ func NewEndpoint(addr string, opts EndpointOptions) *Endpoint {
 	if opts.MaxIdle <= 0 {
 		opts.MaxIdle = 100
 	}
-	return &Endpoint{addr: addr, opts: opts, live: make(map[*ClientConn]struct{})}
+	closing, stopDials := context.WithCancel(context.Background())
+	return &Endpoint{addr: addr, opts: opts, live: make(map[*ClientConn]struct{}),
+		closing: closing, stopDials: stopDials}
 }
 
 // Addr is the server address.
@@ -115,19 +125,46 @@ func (e *Endpoint) Acquire(connectTimeout time.Duration) (*ClientConn, error) {
 }
 
 func (e *Endpoint) acquireSingle(connectTimeout time.Duration) (*ClientConn, error) {
+	start := time.Now()
+	for {
+		c, err, pd := e.acquireSingleOnce(connectTimeout)
+		// A dial that timed out sooner than this caller would have waited
+		// (its owner's deadline was nearer) says nothing of the server
+		// yet: dial again with what is left of our own timeout.
+		if pd == nil || !isTimeout(err) || !longer(connectTimeout-time.Since(start), pd.timeout) {
+			return c, err
+		}
+		if connectTimeout > 0 {
+			connectTimeout -= time.Since(start)
+			start = time.Now()
+		}
+	}
+}
+
+// longer reports whether timeout a (0: none) is longer than b.
+func longer(a, b time.Duration) bool { return b > 0 && (a <= 0 || a > b) }
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout() && err != errDialWaitTimeout
+}
+
+// acquireSingleOnce returns the single connection, dialing it or waiting
+// for the dial in flight; pd is that other caller's dial when it waited.
+func (e *Endpoint) acquireSingleOnce(connectTimeout time.Duration) (*ClientConn, error, *pendingDial) {
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
-		return nil, ErrEndpointClosed
+		return nil, ErrEndpointClosed, nil
 	}
 	if c := e.single; c != nil && c.Healthy() {
 		e.mu.Unlock()
-		return c, nil
+		return c, nil, nil
 	}
 	pd := e.dialing
 	owner := pd == nil
 	if owner {
-		pd = &pendingDial{done: make(chan struct{})}
+		pd = &pendingDial{done: make(chan struct{}), timeout: max(connectTimeout, 0)}
 		e.dialing = pd
 	}
 	e.mu.Unlock()
@@ -145,7 +182,7 @@ func (e *Endpoint) acquireSingle(connectTimeout time.Duration) (*ClientConn, err
 		}
 		e.mu.Unlock()
 		close(pd.done)
-		return pd.conn, pd.err
+		return pd.conn, pd.err, nil
 	}
 	// Another caller is dialing: wait for it, within our own timeout.
 	var timeout <-chan time.Time
@@ -156,9 +193,9 @@ func (e *Endpoint) acquireSingle(connectTimeout time.Duration) (*ClientConn, err
 	}
 	select {
 	case <-pd.done:
-		return pd.conn, pd.err
+		return pd.conn, pd.err, pd
 	case <-timeout:
-		return nil, errDialWaitTimeout
+		return nil, errDialWaitTimeout, nil
 	}
 }
 
@@ -229,6 +266,7 @@ func (e *Endpoint) Close() {
 		e.hcStop = nil
 	}
 	e.mu.Unlock()
+	e.stopDials()
 	for c := range live {
 		c.Close()
 	}

@@ -28,7 +28,7 @@ func GetEndpoint(addr string, opts EndpointOptions, group string) *Endpoint {
 	key := endpointKey{addr: addr, connType: opts.ConnType, group: group, maxBodySize: opts.MaxBodySize}
 	if opts.Auth != nil {
 		key.auth = opts.Auth
-		if !reflect.TypeOf(opts.Auth).Comparable() {
+		if !reflect.ValueOf(opts.Auth).Comparable() { // a func, or a struct holding one
 			key.auth = new(byte) // cannot be a map key: share with no one
 		}
 	}
