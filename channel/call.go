@@ -217,21 +217,27 @@ func startCall(s sender, md protoreflect.MethodDescriptor, cntl *controller.Cont
 	// c.mu is held until the call is set up, from before a StartCancel can
 	// find it: no event can end it half-built.
 	c.mu.Lock()
-	st.Mu.Lock()
-	reused := st.InUse
-	prev := st.Call
-	st.InUse = true
-	if !reused {
-		st.Call = c
-	}
-	canceled := st.CancelRequested
-	st.Mu.Unlock()
+	prev, reused, canceled := claimController(st, c)
 	if reused {
 		c.mu.Unlock()
 		refuseReuse(st, prev, done)
 		return
 	}
 	c.begin(canceled)
+}
+
+// claimController makes call the Controller's call, unless the Controller
+// serves another one (reused; prev is that one). canceled tells that
+// StartCancel came first.
+func claimController(st *ctrl.State, call ctrl.Call) (prev ctrl.Call, reused, canceled bool) {
+	st.Mu.Lock()
+	defer st.Mu.Unlock()
+	prev, reused = st.Call, st.InUse
+	st.InUse = true
+	if !reused {
+		st.Call = call
+	}
+	return prev, reused, st.CancelRequested
 }
 
 func newCall(s sender, md protoreflect.MethodDescriptor, cntl *controller.Controller,

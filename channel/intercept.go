@@ -84,14 +84,7 @@ func startIntercepted(s sender, ics []Interceptor, md protoreflect.MethodDescrip
 	ic := &interceptedCall{start: time.Now()}
 	ic.resultsIn.Add(1)
 	ic.finished.Add(1)
-	st.Mu.Lock()
-	reused := st.InUse
-	prev := st.Call
-	st.InUse = true
-	if !reused {
-		st.Call = ic
-	}
-	st.Mu.Unlock()
+	prev, reused, _ := claimController(st, ic) // a StartCancel before is seen by send
 	if reused {
 		refuseReuse(st, prev, done)
 		return

@@ -189,29 +189,11 @@ func genService(g *protogen.GeneratedFile, file *protogen.File, s *protogen.Serv
 	g.P("// a call is synchronous; otherwise it returns at once and done runs")
 	g.P("// exactly once after cntl holds the result.")
 	genComments(g, s.Comments.Leading, serviceDep, true)
-	g.P("type ", stubName, " struct {")
-	g.P("caller ", g.QualifiedGoIdent(rpcPackage.Ident("Caller")))
-	mdType := g.QualifiedGoIdent(protoreflectPkg.Ident("MethodDescriptor"))
-	for _, m := range s.Methods {
-		g.P(stubField(m), " ", mdType)
-	}
-	g.P("}")
-	g.P()
+	genCallerStruct(g, s, stubName)
 	g.P("// New", stubName, " returns a stub of the ", s.Desc.Name(), " service calling through c,")
 	g.P("// usually a *channel.Channel.")
 	genComments(g, "", serviceDep, true)
-	g.P("func New", stubName, "(c ", g.QualifiedGoIdent(rpcPackage.Ident("Caller")), ") *", stubName, " {")
-	if len(s.Methods) > 0 {
-		g.P("sd := ", descriptor)
-	}
-	g.P("return &", stubName, "{")
-	g.P("caller: c,")
-	for _, m := range s.Methods {
-		g.P(stubField(m), ": sd.Methods().ByName(", strconv.Quote(string(m.Desc.Name())), "),")
-	}
-	g.P("}")
-	g.P("}")
-	g.P()
+	genCallerConstructor(g, s, descriptor, "New"+stubName, "*"+stubName, stubName)
 	for _, m := range s.Methods {
 		if m.Comments.Leading == "" {
 			g.P("// ", m.GoName, " calls ", m.Desc.FullName(), ".")
@@ -233,7 +215,6 @@ func genClient(g *protogen.GeneratedFile, s *protogen.Service, descriptor string
 		implName   = lowerFirst(s.GoName) + "Client"
 		ctx        = g.QualifiedGoIdent(contextPackage.Ident("Context"))
 		opt        = g.QualifiedGoIdent(rpcPackage.Ident("CallOption"))
-		mdType     = g.QualifiedGoIdent(protoreflectPkg.Ident("MethodDescriptor"))
 	)
 	signature := func(m *protogen.Method) string {
 		return m.GoName + "(ctx " + ctx + ", req *" + g.QualifiedGoIdent(m.Input.GoIdent) +
@@ -251,28 +232,11 @@ func genClient(g *protogen.GeneratedFile, s *protogen.Service, descriptor string
 	}
 	g.P("}")
 	g.P()
-	g.P("type ", implName, " struct {")
-	g.P("caller ", g.QualifiedGoIdent(rpcPackage.Ident("Caller")))
-	for _, m := range s.Methods {
-		g.P(stubField(m), " ", mdType)
-	}
-	g.P("}")
-	g.P()
+	genCallerStruct(g, s, implName)
 	g.P("// New", clientName, " returns a client of the ", s.Desc.Name(), " service calling through")
 	g.P("// c, usually a *channel.Channel.")
 	genComments(g, "", serviceDep, true)
-	g.P("func New", clientName, "(c ", g.QualifiedGoIdent(rpcPackage.Ident("Caller")), ") ", clientName, " {")
-	if len(s.Methods) > 0 {
-		g.P("sd := ", descriptor)
-	}
-	g.P("return &", implName, "{")
-	g.P("caller: c,")
-	for _, m := range s.Methods {
-		g.P(stubField(m), ": sd.Methods().ByName(", strconv.Quote(string(m.Desc.Name())), "),")
-	}
-	g.P("}")
-	g.P("}")
-	g.P()
+	genCallerConstructor(g, s, descriptor, "New"+clientName, clientName, implName)
 	for _, m := range s.Methods {
 		genComments(g, "", methodDeprecated(m), false)
 		g.P("func (c *", implName, ") ", signature(m), " {")
@@ -284,6 +248,36 @@ func genClient(g *protogen.GeneratedFile, s *protogen.Service, descriptor string
 		g.P("}")
 		g.P()
 	}
+}
+
+// genCallerStruct writes a client type: the Caller and one method
+// descriptor per method.
+func genCallerStruct(g *protogen.GeneratedFile, s *protogen.Service, name string) {
+	mdType := g.QualifiedGoIdent(protoreflectPkg.Ident("MethodDescriptor"))
+	g.P("type ", name, " struct {")
+	g.P("caller ", g.QualifiedGoIdent(rpcPackage.Ident("Caller")))
+	for _, m := range s.Methods {
+		g.P(stubField(m), " ", mdType)
+	}
+	g.P("}")
+	g.P()
+}
+
+// genCallerConstructor writes the constructor of a client type, which
+// looks every method's descriptor up once.
+func genCallerConstructor(g *protogen.GeneratedFile, s *protogen.Service, descriptor, fn, result, typ string) {
+	g.P("func ", fn, "(c ", g.QualifiedGoIdent(rpcPackage.Ident("Caller")), ") ", result, " {")
+	if len(s.Methods) > 0 {
+		g.P("sd := ", descriptor)
+	}
+	g.P("return &", typ, "{")
+	g.P("caller: c,")
+	for _, m := range s.Methods {
+		g.P(stubField(m), ": sd.Methods().ByName(", strconv.Quote(string(m.Desc.Name())), "),")
+	}
+	g.P("}")
+	g.P("}")
+	g.P()
 }
 
 // lowerFirst makes an exported Go name unexported.
