@@ -36,8 +36,7 @@ type taggedConn struct {
 }
 
 func (s *Server) newHTTPServer() {
-	s.httpLn = newChanListener(s.addr)
-	s.httpConns = map[net.Conn]time.Time{}
+	s.httpLn = newChanListener(s.addr) // s.httpConns was made by New: the bvar sampler may be reading it already
 	idle := httpIdleTimeout.get()
 	if s.opts.IdleTimeoutSec > 0 {
 		idle = time.Duration(s.opts.IdleTimeoutSec) * time.Second
