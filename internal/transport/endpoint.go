@@ -35,6 +35,10 @@ type Endpoint struct {
 	mu      sync.Mutex
 	closed  bool
 	single  *ClientConn
+	// current is single, for the per-call path to read without mu (every
+	// caller of a single connection checks it; a lock there is contended).
+	current atomic.Pointer[ClientConn]
+	nidle   atomic.Int32 // len(idle), for Ready without mu
 	dialing *pendingDial // the dial in progress for the single connection
 	idle    []*ClientConn
 	live    map[*ClientConn]struct{} // every open connection, closed by Close
@@ -84,15 +88,31 @@ func (e *Endpoint) ConnType() ConnType { return e.opts.ConnType }
 // Ready reports whether Acquire would return at once, without dialing: a
 // single connection is open, or a pooled one is idle.
 func (e *Endpoint) Ready() bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
 	switch e.opts.ConnType {
 	case Pooled:
-		return len(e.idle) > 0
+		return e.nidle.Load() > 0
 	case Short:
 		return false
 	}
-	return e.single != nil && e.single.Healthy()
+	return e.currentSingle() != nil
+}
+
+// currentSingle is the open single connection, or nil.
+func (e *Endpoint) currentSingle() *ClientConn {
+	if c := e.current.Load(); c != nil && c.Healthy() {
+		return c
+	}
+	return nil
+}
+
+// setSingle replaces the single connection; e.mu is held.
+func (e *Endpoint) setSingle(c *ClientConn) {
+	if old := e.single; old != nil {
+		delete(e.live, old)
+		old.Close()
+	}
+	e.single = c
+	e.current.Store(c)
 }
 
 // Acquire returns a connection ready for one request. connectTimeout <= 0
@@ -109,6 +129,7 @@ func (e *Endpoint) Acquire(connectTimeout time.Duration) (*ClientConn, error) {
 		for n := len(e.idle); n > 0; n = len(e.idle) {
 			c := e.idle[n-1]
 			e.idle = e.idle[:n-1]
+			e.nidle.Store(int32(len(e.idle)))
 			if c.Healthy() {
 				e.mu.Unlock()
 				return c, nil
@@ -152,6 +173,9 @@ func isTimeout(err error) bool {
 // acquireSingleOnce returns the single connection, dialing it or waiting
 // for the dial in flight; pd is that other caller's dial when it waited.
 func (e *Endpoint) acquireSingleOnce(connectTimeout time.Duration) (*ClientConn, error, *pendingDial) {
+	if c := e.currentSingle(); c != nil {
+		return c, nil, nil // the common case, without the lock
+	}
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
@@ -174,11 +198,7 @@ func (e *Endpoint) acquireSingleOnce(connectTimeout time.Duration) (*ClientConn,
 		e.mu.Lock()
 		e.dialing = nil
 		if pd.err == nil {
-			if old := e.single; old != nil {
-				delete(e.live, old)
-				old.Close()
-			}
-			e.single = pd.conn
+			e.setSingle(pd.conn)
 		}
 		e.mu.Unlock()
 		close(pd.done)
@@ -240,6 +260,7 @@ func (e *Endpoint) Release(c *ClientConn, reusable bool) {
 			e.mu.Lock()
 			if !e.closed && len(e.idle) < e.opts.MaxIdle {
 				e.idle = append(e.idle, c)
+				e.nidle.Store(int32(len(e.idle)))
 				e.mu.Unlock()
 				return
 			}
@@ -260,7 +281,9 @@ func (e *Endpoint) Close() {
 	live := e.live
 	e.live = map[*ClientConn]struct{}{}
 	e.single = nil
+	e.current.Store(nil)
 	e.idle = nil
+	e.nidle.Store(0)
 	if e.hcStop != nil {
 		close(e.hcStop)
 		e.hcStop = nil

@@ -61,11 +61,7 @@ func (e *Endpoint) healthCheck(stop chan struct{}) {
 		if e.opts.ConnType == Single {
 			// Keep the probe's connection as the new shared one.
 			e.live[c] = struct{}{}
-			if old := e.single; old != nil {
-				delete(e.live, old)
-				old.Close()
-			}
-			e.single = c
+			e.setSingle(c)
 		} else {
 			c.Close()
 		}
