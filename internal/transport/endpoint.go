@@ -32,9 +32,9 @@ type Endpoint struct {
 	addr string
 	opts EndpointOptions
 
-	mu      sync.Mutex
-	closed  bool
-	single  *ClientConn
+	mu     sync.Mutex
+	closed bool
+	single *ClientConn
 	// current is single, for the per-call path to read without mu (every
 	// caller of a single connection checks it; a lock there is contended).
 	current atomic.Pointer[ClientConn]
