@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/gobrpc/gobrpc/controller"
+	"github.com/gobrpc/gobrpc/internal/ctrl"
 )
 
 // CallOption sets what a Controller would set for one call of a
@@ -138,7 +139,7 @@ func Result(r *CallResult) CallOption {
 		if att := c.ResponseAttachment(); att.Len() > 0 {
 			r.ResponseAttachment = bytes.Clone(att.Bytes())
 		}
-		if f := c.ResponseUserFields(); len(f) > 0 {
+		if f := ctrl.Of(c).ResponseUserFields; len(f) > 0 { // (the accessor would make a map)
 			r.ResponseUserFields = maps.Clone(f)
 		}
 	}}
