@@ -93,18 +93,19 @@ func (ch *Channel) send(c *call, a *attempt) {
 	if err != nil {
 		code := transport.ErrnoOf(err)
 		var cerr *transport.CredentialError
+		credential := errors.As(err, &cerr)
+		if cutByDeadline && (code == controller.ETIMEDOUT || errors.Is(err, transport.ErrCredentialTimeout)) {
+			// The call's own deadline cut the connect (or the credential)
+			// short: that says nothing bad of the server, and the deadline
+			// timer, firing now, ends the call with ERPCTIMEDOUT.
+			return
+		}
 		switch {
 		case ch.closed():
 			code = controller.EINVAL
-		case errors.As(err, &cerr):
+		case credential:
 			// Not retried, and says nothing bad of the server.
 			c.onFailure(a, controller.ERPCAUTH, errno.Text(controller.ERPCAUTH, err.Error()), false)
-			return
-		}
-		if cutByDeadline && code == controller.ETIMEDOUT {
-			// The call's own deadline cut the connect short: that says
-			// nothing bad of the server, and the deadline timer, firing
-			// now, ends the call with ERPCTIMEDOUT.
 			return
 		}
 		ch.serverFailed(a, code, err.Error())

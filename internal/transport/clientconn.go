@@ -103,11 +103,13 @@ func generateCredential(a auth.Authenticator, timeout time.Duration) ([]byte, er
 		}
 		return []byte(r.cred), nil
 	case <-expired:
-		return nil, &CredentialError{Err: errCredentialTimeout}
+		return nil, &CredentialError{Err: ErrCredentialTimeout}
 	}
 }
 
-var errCredentialTimeout = errors.New("timed out generating the credential")
+// ErrCredentialTimeout is the CredentialError of an Authenticator slower
+// than the connect timeout.
+var ErrCredentialTimeout = errors.New("timed out generating the credential")
 
 var errConnBroken = errors.New("connection is broken")
 
@@ -124,7 +126,7 @@ func dial(ep *Endpoint, timeout time.Duration) (*ClientConn, error) {
 		}
 		if timeout > 0 {
 			if timeout -= time.Since(start); timeout <= 0 {
-				return nil, &CredentialError{Err: errCredentialTimeout}
+				return nil, &CredentialError{Err: ErrCredentialTimeout}
 			}
 		}
 	}
