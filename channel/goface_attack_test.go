@@ -594,7 +594,7 @@ func TestGoFaceAttackFindingTimeoutRestartsAtEachInvoke(t *testing.T) {
 	ch := gfaInterceptedChannel(t, srv.ListenAddress().String(), func(ctx context.Context, md protoreflect.MethodDescriptor,
 		cntl *controller.Controller, req, resp proto.Message, invoke channel.Invoker) error {
 		var err error
-		for range 6 { // retry what timed out
+		for range 20 { // retry what timed out: 3 s if each invoke got 150 ms
 			tries.Add(1)
 			if err = invoke(ctx, md, cntl, req, resp); !errors.Is(err, controller.ERPCTIMEDOUT) {
 				return err
@@ -606,7 +606,7 @@ func TestGoFaceAttackFindingTimeoutRestartsAtEachInvoke(t *testing.T) {
 	_, err := testpb.NewEchoServiceClient(ch).Echo(context.Background(), gfaReq("sleep:1s"), channel.WithTimeout(150*time.Millisecond))
 	took := time.Since(start)
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
-	assert.Less(t, took, 600*time.Millisecond,
+	assert.Less(t, took, 1500*time.Millisecond,
 		"a call with a 150 ms timeout kept its caller %v (%d invokes of 150 ms each)", took, tries.Load())
 }
 

@@ -65,12 +65,12 @@ func TestContextClientErrorsMatchCodesAndContextErrors(t *testing.T) {
 	assert.ErrorIs(t, err, errno.EREQUEST)
 	assert.Equal(t, errno.EREQUEST, errno.CodeOf(err))
 
-	// The context's deadline caps the channel's 500 ms timeout.
+	// The context's deadline caps the call's 5 s timeout.
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	_, err = client.Echo(ctx, msg("sleep:2s"))
-	assert.Less(t, time.Since(start), 450*time.Millisecond)
+	_, err = client.Echo(ctx, msg("sleep:5s"), channel.WithTimeout(5*time.Second))
+	assert.Less(t, time.Since(start), 2500*time.Millisecond)
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.ErrorIs(t, err, controller.ERPCTIMEDOUT)
 
