@@ -12,7 +12,8 @@ import (
 // writeChart writes an SVG (by hand, no dependency) with one row per
 // payload and two panels per row: QPS against callers (linear axis) and
 // p99 against callers (log axis), one line per framework, medians over the
-// rounds.
+// rounds. brpc's echo_client reports no p99: its pairs have no line in the
+// p99 panels.
 func writeChart(path string, scs []scenario, fws []string, res map[scenario]map[string][]runResult) error {
 	var payloads, callers []int
 	for _, sc := range scs {
@@ -33,12 +34,19 @@ func writeChart(path string, scs []scenario, fws []string, res map[scenario]map[
 		titleH         = 50
 		legendH        = 40
 	)
+	const legendW, legendRowH = 150, 24
 	width := 2 * panelW
-	height := titleH + len(payloads)*panelH + legendH
+	perRow := width / legendW
+	legendRows := (len(fws) + perRow - 1) / perRow
+	height := titleH + len(payloads)*panelH + legendH + (legendRows-1)*legendRowH
+	title := "gobrpc vs grpc-go"
+	if slices.ContainsFunc(fws, func(fw string) bool { return clientFrameworks[fw].needsBrpc() }) {
+		title = "gobrpc vs grpc-go vs C++ brpc"
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n", width, height, width, height)
 	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="white"/>`+"\n", width, height)
-	fmt.Fprintf(&b, `<text x="%d" y="22" text-anchor="middle" font-size="16" font-weight="bold">echo over loopback: gobrpc vs grpc-go (median of %s, %v each)</text>`+"\n", width/2, rounds(*repeat), *duration)
+	fmt.Fprintf(&b, `<text x="%d" y="22" text-anchor="middle" font-size="16" font-weight="bold">echo over loopback: %s (median of %s, %v each)</text>`+"\n", width/2, title, rounds(*repeat), *duration)
 	fmt.Fprintf(&b, `<text x="%d" y="40" text-anchor="middle" fill="#555">%s</text>`+"\n", width/2, xmlEscape(machineLine()))
 
 	for row, p := range payloads {
@@ -156,11 +164,12 @@ func writeChart(path string, scs []scenario, fws []string, res map[scenario]map[
 	}
 
 	// Legend.
-	ly := titleH + len(payloads)*panelH + 20
-	lx := width/2 - len(fws)*150/2
 	for i, fw := range fws {
+		row, col := i/perRow, i%perRow
+		inRow := min(perRow, len(fws)-row*perRow)
+		ly := titleH + len(payloads)*panelH + 20 + row*legendRowH
+		x := width/2 - inRow*legendW/2 + col*legendW
 		st := seriesStyle(fw)
-		x := lx + i*150
 		fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="2"%s/>`+"\n", x, ly, x+28, ly, st.color, st.dash)
 		fmt.Fprintf(&b, `<circle cx="%d" cy="%d" r="3.5" fill="%s"/>`+"\n", x+14, ly, st.color)
 		fmt.Fprintf(&b, `<text x="%d" y="%d" dominant-baseline="middle">%s</text>`+"\n", x+34, ly, xmlEscape(st.label))
@@ -183,6 +192,14 @@ func seriesStyle(fw string) style {
 		return style{"#d62728", "", "grpc-go"}
 	case "netrpc":
 		return style{"#7f7f7f", ` stroke-dasharray="5,4"`, "net/rpc"}
+	case "rawtcp":
+		return style{"#000000", ` stroke-dasharray="2,3"`, "raw TCP (floor)"}
+	case "gobrpc-brpc":
+		return style{"#9467bd", "", "gobrpc -> brpc"}
+	case "brpc-brpc":
+		return style{"#ff7f0e", "", "brpc -> brpc"}
+	case "brpc-gobrpc":
+		return style{"#8c564b", "", "brpc -> gobrpc"}
 	}
 	return style{"#000", "", fw}
 }

@@ -6,6 +6,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -101,5 +103,68 @@ func TestSelectScenarios(t *testing.T) {
 	}
 	if got := strings.Join(names, " "); got != "16B/1 1KB/1 1KB/64 1KB/512" {
 		t.Errorf("scenarios %q", got)
+	}
+}
+
+// With every framework the legend wraps onto rows within the chart, and
+// brpc's client (no percentiles) has QPS lines but no p99 line.
+func TestChartWithEveryFramework(t *testing.T) {
+	scs, _, res := fakeResults()
+	fws := frameworkNames
+	for _, sc := range scs {
+		for _, fw := range fws {
+			rs := slices.Clone(res[sc]["grpc"])
+			for i := range rs {
+				rs[i].external = clientFrameworks[fw].dial == nil
+			}
+			res[sc][fw] = rs
+		}
+	}
+	path := filepath.Join(t.TempDir(), "chart.svg")
+	if err := writeChart(path, scs, fws, res); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := xml.NewDecoder(strings.NewReader(string(b)))
+	var width float64
+	polylines := 0
+	for {
+		tok, err := d.Token()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("not well-formed XML: %v", err)
+		}
+		se, ok := tok.(xml.StartElement)
+		if !ok {
+			continue
+		}
+		attr := func(name string) float64 {
+			for _, a := range se.Attr {
+				if a.Name.Local == name {
+					v, _ := strconv.ParseFloat(a.Value, 64)
+					return v
+				}
+			}
+			return 0
+		}
+		switch se.Name.Local {
+		case "svg":
+			width = attr("width")
+		case "polyline":
+			polylines++
+		case "text":
+			if x := attr("x"); x < 0 || x > width {
+				t.Errorf("text at x=%v outside the chart (width %v)", x, width)
+			}
+		}
+	}
+	// 2 payloads x (QPS: 9 frameworks + p99: the 7 with percentiles).
+	if want := 2 * (9 + 7); polylines != want {
+		t.Errorf("%d polylines, want %d", polylines, want)
 	}
 }

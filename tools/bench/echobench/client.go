@@ -9,9 +9,11 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/gobrpc/gobrpc/channel"
 	"github.com/gobrpc/gobrpc/controller"
+	"github.com/gobrpc/gobrpc/example/echo/echopb"
 	"github.com/gobrpc/gobrpc/tools/bench/echobenchpb"
 	"github.com/gobrpc/gobrpc/tools/bench/echobenchpb/grpcpb"
 )
@@ -26,11 +28,16 @@ type client interface {
 }
 
 // clientFramework is how the driver runs a framework: the server role's
-// -framework and the client.
+// -framework (or brpcServerRole: brpc's echo_server) and the client (nil
+// dial: brpc's echo_client, a process of its own).
 type clientFramework struct {
 	server string
 	dial   func(addr string, timeout time.Duration) (client, error)
 }
+
+// needsBrpc tells whether the framework runs one of brpc's example
+// programs (only with ECHOBENCH_BRPC_DIR).
+func (cf clientFramework) needsBrpc() bool { return cf.server == brpcServerRole || cf.dial == nil }
 
 var clientFrameworks = map[string]clientFramework{
 	"gobrpc-single": {server: "gobrpc", dial: func(a string, t time.Duration) (client, error) { return dialGobrpc(a, "single", t) }},
@@ -38,7 +45,14 @@ var clientFrameworks = map[string]clientFramework{
 	"gobrpc-ctx":    {server: "gobrpc", dial: dialGobrpcCtx},
 	"grpc":          {server: "grpc", dial: dialGRPC},
 	"netrpc":        {server: "netrpc", dial: dialNetRPC},
+	"rawtcp":        {server: "rawtcp", dial: dialRawTCP},
+	"gobrpc-brpc":   {server: brpcServerRole, dial: dialGobrpcExample},
+	"brpc-brpc":     {server: brpcServerRole},
+	"brpc-gobrpc":   {server: "gobrpc"},
 }
+
+// frameworkNames lists clientFrameworks in the order of the help.
+var frameworkNames = []string{"gobrpc-single", "gobrpc-pooled", "gobrpc-ctx", "grpc", "netrpc", "rawtcp", "gobrpc-brpc", "brpc-brpc", "brpc-gobrpc"}
 
 var errEcho = errors.New("the response is not the request's payload")
 
@@ -84,6 +98,53 @@ func (c *gobrpcClient) caller(payload []byte) func() error {
 }
 
 func (c *gobrpcClient) close() { c.ch.Close() }
+
+// gobrpc's client against brpc's echo_server: the same Channel with a
+// single connection and reused Controller, request and response as
+// gobrpc-single, calling example.EchoService (the service of brpc's
+// examples) with gobrpc's example/echo/echopb stub. Its messages hold the
+// payload in a proto2 string where echobenchpb's hold bytes: the same
+// bytes on the wire for this ASCII payload.
+type gobrpcExampleClient struct {
+	ch   channel.Channel
+	stub *echopb.EchoServiceStub
+}
+
+func dialGobrpcExample(addr string, timeout time.Duration) (client, error) {
+	opts := channel.DefaultOptions()
+	opts.ConnectionType = "single"
+	opts.MaxRetry = 0
+	opts.TimeoutMs = -1
+	if timeout > 0 {
+		opts.TimeoutMs = int32(timeout.Milliseconds())
+	}
+	c := &gobrpcExampleClient{}
+	if err := c.ch.Init(addr, "", &opts); err != nil {
+		return nil, err
+	}
+	c.stub = echopb.NewEchoServiceStub(&c.ch)
+	return c, nil
+}
+
+func (c *gobrpcExampleClient) caller(payload []byte) func() error {
+	cntl := controller.New()
+	req := &echopb.EchoRequest{Message: proto.String(string(payload))}
+	resp := &echopb.EchoResponse{}
+	return func() error {
+		cntl.Reset()
+		resp.Reset()
+		c.stub.Echo(cntl, req, resp, nil)
+		if cntl.Failed() {
+			return cntl.Err()
+		}
+		if len(resp.GetMessage()) != len(payload) {
+			return errEcho
+		}
+		return nil
+	}
+}
+
+func (c *gobrpcExampleClient) close() { c.ch.Close() }
 
 // gobrpc's context-first client over the same single connection: the
 // generated EchoServiceClient, which allocates each response as grpc-go's

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"runtime"
@@ -27,10 +28,24 @@ type runResult struct {
 	p50      time.Duration
 	p99      time.Duration
 	p999     time.Duration
+	avg      time.Duration // mean latency
 	cli, srv usage
+	// external: the client is brpc's echo_client, a process that reports
+	// its QPS and average latency per second, not each call: calls is
+	// the window's median QPS x elapsed, avg the mean of its seconds, and
+	// the percentiles are not measured.
+	external bool
 }
 
 func (r runResult) qps() float64 { return float64(r.calls) / r.elapsed.Seconds() }
+
+// percentiles are p50, p99 and p999 in µs, NaN when not measured.
+func (r runResult) percentiles() (p50, p99, p999 float64) {
+	if r.external {
+		return math.NaN(), math.NaN(), math.NaN()
+	}
+	return us(r.p50), us(r.p99), us(r.p999)
+}
 
 // cpuPer100k is client + server CPU seconds per 100k calls.
 func (r runResult) cpuPer100k() (total, cli, srv float64) {
@@ -42,13 +57,20 @@ func (r runResult) cpuPer100k() (total, cli, srv float64) {
 	return cli + srv, cli, srv
 }
 
-// allocsPerCall is client + server heap allocations per call.
+// allocsPerCall is client + server heap allocations per call; NaN for a
+// side that is not a Go process (brpc's), and then for the total.
 func (r runResult) allocsPerCall() (total, cli, srv float64) {
 	if r.calls == 0 {
 		return 0, 0, 0
 	}
 	n := float64(r.calls)
 	cli, srv = float64(r.cli.mallocs)/n, float64(r.srv.mallocs)/n
+	if r.cli.noMallocs {
+		cli = math.NaN()
+	}
+	if r.srv.noMallocs {
+		srv = math.NaN()
+	}
 	return cli + srv, cli, srv
 }
 
@@ -76,7 +98,7 @@ func drive() error {
 	if err != nil {
 		return err
 	}
-	fws, err := selectFrameworks()
+	fws, err := selectFrameworks(os.Stderr)
 	if err != nil {
 		return err
 	}
@@ -91,7 +113,9 @@ func drive() error {
 	printMachine(out)
 	fmt.Fprintf(out, "echobench -duration %v -warmup %v -repeat %d -timeout_ms %d; frameworks %s\n",
 		*duration, *warmup, *repeat, *timeoutMs, strings.Join(fws, ", "))
-	fmt.Fprintf(out, "client (this process) and server (a child process) on 127.0.0.1; closed-loop callers; each round runs every framework once, back to back\n\n")
+	fmt.Fprintf(out, "client (this process) and server (a child process) on 127.0.0.1; closed-loop callers; each round runs every framework once, back to back\n")
+	printLegend(out, fws)
+	fmt.Fprintln(out)
 
 	results := map[scenario]map[string][]runResult{}
 	for _, sc := range scs {
@@ -141,8 +165,15 @@ func logRun(sc scenario, fw string, round int, r runResult) {
 	}
 	cpu, ccpu, scpu := r.cpuPer100k()
 	al, cal, sal := r.allocsPerCall()
-	fmt.Fprintf(os.Stderr, "%-8s %-14s round %d: %8.0f QPS  p50 %s  p99 %s  p999 %s  CPU s/100k %.2f (%.2f+%.2f)  allocs/call %.1f (%.1f+%.1f)\n",
-		sc.name(), fw, round, r.qps(), fmtUs(r.p50), fmtUs(r.p99), fmtUs(r.p999), cpu, ccpu, scpu, al, cal, sal)
+	p50, p99, p999 := r.percentiles()
+	fmtUs := func(v float64) string {
+		if math.IsNaN(v) {
+			return "-"
+		}
+		return fmt.Sprintf("%.1fµs", v)
+	}
+	fmt.Fprintf(os.Stderr, "%-8s %-14s round %d: %8.0f QPS  avg %s  p50 %s  p99 %s  p999 %s  CPU s/100k %.2f (%.2f+%.2f)  allocs/call %s (%s+%s)\n",
+		sc.name(), fw, round, r.qps(), fmtUs(us(r.avg)), fmtUs(p50), fmtUs(p99), fmtUs(p999), cpu, ccpu, scpu, fmtF(al, 1), fmtF(cal, 1), fmtF(sal, 1))
 }
 
 // runOnce starts a server child, drives it for -warmup + -duration with
@@ -156,12 +187,15 @@ func runOnce(fw string, sc scenario, payload []byte) (runResult, error) {
 		base := *cpuProfile + "." + strings.ReplaceAll(sc.name(), "/", "-") + "." + fw
 		cliProfile, srvProfile = base+".client.pprof", base+".server.pprof"
 	}
-	srv, err := startServer(cf.server, srvProfile)
+	if cf.dial == nil {
+		return runBrpcClient(fw, sc, srvProfile)
+	}
+	srv, err := startEchoServer(cf.server, srvProfile)
 	if err != nil {
 		return res, err
 	}
 	defer srv.stop()
-	cl, err := cf.dial(srv.addr, time.Duration(*timeoutMs)*time.Millisecond)
+	cl, err := cf.dial(srv.address(), time.Duration(*timeoutMs)*time.Millisecond)
 	if err != nil {
 		return res, err
 	}
@@ -222,7 +256,7 @@ func runOnce(fw string, sc scenario, payload []byte) (runResult, error) {
 	}
 
 	time.Sleep(*warmup)
-	if _, err := srv.request("begin", "ok"); err != nil {
+	if err := srv.begin(); err != nil {
 		stopCallers()
 		return res, err
 	}
@@ -239,8 +273,7 @@ func runOnce(fw string, sc scenario, payload []byte) (runResult, error) {
 	res.elapsed = time.Since(t0)
 	res.cli = readUsage().sub(c0)
 	stopProfile()
-	line, err := srv.request("end", "stats ")
-	if err != nil {
+	if res.srv, err = srv.end(); err != nil {
 		stopCallers()
 		return res, err
 	}
@@ -248,9 +281,6 @@ func runOnce(fw string, sc scenario, payload []byte) (runResult, error) {
 		return res, err
 	}
 	closeClient()
-	if res.srv, err = parseStats(line); err != nil {
-		return res, err
-	}
 
 	n := nextLatency.Load()
 	res.errors = errCount.Load()
@@ -265,6 +295,13 @@ func runOnce(fw string, sc scenario, payload []byte) (runResult, error) {
 	lat := latencies[:n]
 	slices.Sort(lat)
 	res.p50, res.p99, res.p999 = percentile(lat, 0.50), percentile(lat, 0.99), percentile(lat, 0.999)
+	if len(lat) > 0 {
+		var sum int64
+		for _, l := range lat {
+			sum += int64(l)
+		}
+		res.avg = time.Duration(sum / int64(len(lat)))
+	}
 	return res, nil
 }
 
@@ -289,6 +326,27 @@ func parseStats(line string) (usage, error) {
 		return usage{}, fmt.Errorf("server stats: bad line %q", line)
 	}
 	return usage{cpu: time.Duration(cpu), mallocs: mallocs}, nil
+}
+
+// echoServer is the server side of a run: a child process serving one
+// framework on 127.0.0.1.
+type echoServer interface {
+	address() string
+	// begin marks the start of the measured window; end returns what the
+	// server spent since.
+	begin() error
+	end() (usage, error)
+	stop()
+	kill()
+}
+
+// startEchoServer starts the server of a framework: role is
+// clientFramework.server.
+func startEchoServer(role, profile string) (echoServer, error) {
+	if role == brpcServerRole {
+		return startBrpcServer()
+	}
+	return startServer(role, profile)
 }
 
 // serverProc is a server child process (this binary, -role=server).
@@ -355,6 +413,21 @@ func (s *serverProc) expect(prefix string) (string, error) {
 	case <-time.After(10 * time.Second):
 		return "", fmt.Errorf("no %q from the server in 10 s", prefix)
 	}
+}
+
+func (s *serverProc) address() string { return s.addr }
+
+func (s *serverProc) begin() error {
+	_, err := s.request("begin", "ok")
+	return err
+}
+
+func (s *serverProc) end() (usage, error) {
+	line, err := s.request("end", "stats ")
+	if err != nil {
+		return usage{}, err
+	}
+	return parseStats(line)
 }
 
 func (s *serverProc) request(cmd, prefix string) (string, error) {

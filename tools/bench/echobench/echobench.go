@@ -1,32 +1,51 @@
-// Package echobench compares gobrpc with grpc-go and Go's net/rpc on an
-// echo service over loopback: the same echobenchpb/echo.proto for gobrpc
-// and grpc-go (net/rpc sends a struct with the same []byte through gob),
+// Package echobench compares gobrpc with grpc-go, Go's net/rpc, a raw TCP
+// echo and, when its examples are built, C++ brpc, on an echo service over
+// loopback: the same echobenchpb/echo.proto for gobrpc and grpc-go (net/rpc
+// sends a struct with the same []byte through gob; brpc's examples and
+// gobrpc's example/echo/echopb carry the same bytes in a proto2 string),
 // the same payload, the same closed-loop client.
 //
 // For each scenario (payload 16 B and 1 KB x 1, 64 and 512 callers) and
 // each framework (gobrpc with a single connection, gobrpc with pooled
-// connections, grpc-go, net/rpc) the driver starts a server in a child
-// process (this binary with -role=server, on a free 127.0.0.1 port), runs
-// the callers in its own process for -warmup and then -duration, and
-// measures QPS, exact p50/p99/p999 over every call of the window, CPU
-// seconds per 100k calls and allocations per call, each the sum of client
-// (this process) and server (the child). The frameworks of a scenario run
-// back to back, A B C D A B C D for -repeat rounds, so that drift of the
-// machine falls on all of them alike; the table shows medians over the
-// rounds and the ratios to grpc-go. -chart writes an SVG of QPS and p99
-// against callers.
+// connections, grpc-go, net/rpc, raw TCP frames) the driver starts a server
+// in a child process (this binary with -role=server, on a free 127.0.0.1
+// port), runs the callers in its own process for -warmup and then
+// -duration, and measures QPS, exact p50/p99/p999 and the mean over every
+// call of the window, CPU seconds per 100k calls and allocations per call,
+// each the sum of client (this process) and server (the child). The
+// frameworks of a scenario run back to back, A B C D A B C D for -repeat
+// rounds, so that drift of the machine falls on all of them alike; the
+// table shows medians over the rounds and the ratios to grpc-go (and to
+// brpc-brpc when it runs). -chart writes an SVG of QPS and p99 against
+// callers.
+//
+// With ECHOBENCH_BRPC_DIR set to the example/ folder of a built
+// apache/brpc, three more pairs (client-server) run brpc's
+// multi_threaded_echo_c++ programs as children: gobrpc-brpc (gobrpc's
+// client, single connection, against brpc's echo_server), brpc-brpc
+// (brpc's echo_client against its echo_server) and brpc-gobrpc (brpc's
+// echo_client against the gobrpc server child). brpc's echo_client is a
+// process that logs its QPS and mean latency once a second: for it QPS is
+// the median of those seconds within the window, the mean their weighted
+// mean, and the percentiles are not measured. brpc's CPU time is read from
+// /proc/PID/stat; its allocations are not measured. Without the variable
+// these pairs are skipped, with one line on stderr.
 //
 // Run from tools/bench (or as go run ./cmd/bench echo ...):
 //
-//	go run ./cmd/echobench                                   # everything, about 5 minutes
+//	go run ./cmd/echobench                                   # everything, about 7 minutes (11 with brpc)
 //	go run ./cmd/echobench -duration 1s -repeat 1 -scenarios '16B/1,1KB/64'
+//	ECHOBENCH_BRPC_DIR=$HOME/brpc/example go run ./cmd/echobench -frameworks gobrpc-single,gobrpc-brpc,brpc-brpc,brpc-gobrpc
 //	go run ./cmd/echobench -role=server -framework=grpc -addr=127.0.0.1:9000
 package echobench
 
 import (
 	"flag"
 	"fmt"
+	"io"
+	"os"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -34,14 +53,17 @@ import (
 
 var (
 	role       = Flags.String("role", "driver", "driver (run the benchmark) or server (serve one framework; the driver starts these)")
-	framework  = Flags.String("framework", "gobrpc", "with -role=server: gobrpc, grpc or netrpc")
+	framework  = Flags.String("framework", "gobrpc", "with -role=server: gobrpc, grpc, netrpc or rawtcp")
 	addr       = Flags.String("addr", "127.0.0.1:0", "with -role=server: listen address")
 	duration   = Flags.Duration("duration", 5*time.Second, "measured time of each run")
 	warmup     = Flags.Duration("warmup", time.Second, "unmeasured time before each run's measurement")
 	repeat     = Flags.Int("repeat", 2, "rounds: each round runs every framework once, back to back; the table shows medians")
 	payloads   = Flags.String("payloads", "16,1024", "comma-separated payload sizes in bytes")
 	callers    = Flags.String("callers", "1,64,512", "comma-separated numbers of closed-loop callers")
-	frameworks = Flags.String("frameworks", "gobrpc-single,gobrpc-pooled,grpc,netrpc", "comma-separated frameworks to run: gobrpc-single, gobrpc-pooled, gobrpc-ctx (the context-first client), grpc, netrpc")
+	frameworks = Flags.String("frameworks", "gobrpc-single,gobrpc-pooled,grpc,netrpc,rawtcp,gobrpc-brpc,brpc-brpc,brpc-gobrpc",
+		"comma-separated frameworks to run: gobrpc-single, gobrpc-pooled, gobrpc-ctx (the context-first client), grpc, netrpc, "+
+			"rawtcp (raw TCP frames, one connection per caller: the floor); with "+brpcDirEnv+" set, the client-server pairs with C++ brpc: "+
+			"gobrpc-brpc, brpc-brpc, brpc-gobrpc (skipped without it)")
 	scenarios  = Flags.String("scenarios", "", "comma-separated patterns (path.Match) of the scenarios to run, named payload/callers: '16B/1,1KB/*'; empty runs all")
 	timeoutMs  = Flags.Int("timeout_ms", 0, "per-call deadline of every framework; 0 means none (gobrpc TimeoutMs -1, grpc context.Background())")
 	chart      = Flags.String("chart", "echobench.svg", "SVG chart to write (QPS and p99 against callers); empty writes none")
@@ -154,20 +176,37 @@ func selectScenarios() ([]scenario, error) {
 	return out, nil
 }
 
-func selectFrameworks() ([]string, error) {
-	var out []string
+// selectFrameworks is -frameworks, without those that need brpc's
+// examples when ECHOBENCH_BRPC_DIR is not set: one line on log says so.
+func selectFrameworks(log io.Writer) ([]string, error) {
+	var out, skipped []string
+	brpcDir := os.Getenv(brpcDirEnv) != ""
 	for _, f := range strings.Split(*frameworks, ",") {
 		f = strings.TrimSpace(f)
 		if f == "" {
 			continue
 		}
-		if _, ok := clientFrameworks[f]; !ok {
-			return nil, fmt.Errorf("-frameworks: unknown %q (gobrpc-single, gobrpc-pooled, gobrpc-ctx, grpc, netrpc)", f)
+		cf, ok := clientFrameworks[f]
+		if !ok {
+			return nil, fmt.Errorf("-frameworks: unknown %q (%s)", f, strings.Join(frameworkNames, ", "))
+		}
+		if cf.needsBrpc() && !brpcDir {
+			skipped = append(skipped, f)
+			continue
 		}
 		out = append(out, f)
 	}
+	if len(skipped) > 0 {
+		fmt.Fprintf(log, "echobench: skipping %s: set %s to the example/ folder of a built apache/brpc (with multi_threaded_echo_c++/echo_server and echo_client) to run them\n",
+			strings.Join(skipped, ", "), brpcDirEnv)
+	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("-frameworks is empty")
+	}
+	if slices.ContainsFunc(out, func(f string) bool { return clientFrameworks[f].needsBrpc() }) {
+		if err := checkBrpcDir(); err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
 }

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/gobrpc/gobrpc/controller"
+	"github.com/gobrpc/gobrpc/example/echo/echopb"
 	"github.com/gobrpc/gobrpc/server"
 	"github.com/gobrpc/gobrpc/tools/bench/echobenchpb"
 	"github.com/gobrpc/gobrpc/tools/bench/echobenchpb/grpcpb"
@@ -30,6 +31,10 @@ import (
 //	driver: "end"     server: "stats CPU_NS MALLOCS"  since "begin"
 //	driver: EOF on stdin              stop and exit
 //
+// The gobrpc server serves benchpb.EchoService (echobenchpb) and, for
+// brpc's echo_client, example.EchoService (gobrpc's example/echo/echopb,
+// the .proto of brpc's examples).
+//
 // CPU is the process's user+system time (getrusage RUSAGE_SELF, all
 // threads), MALLOCS runtime.MemStats.Mallocs: the same as the driver
 // measures for the client side.
@@ -38,6 +43,15 @@ import (
 type gobrpcEcho struct{}
 
 func (gobrpcEcho) Echo(_ *controller.Controller, req *echobenchpb.EchoRequest, resp *echobenchpb.EchoResponse, done func()) {
+	resp.Message = req.Message
+	done()
+}
+
+// gobrpcExampleEcho is the same echo as example.EchoService of brpc's
+// examples (gobrpc's example/echo/echopb), which brpc's echo_client calls.
+type gobrpcExampleEcho struct{}
+
+func (gobrpcExampleEcho) Echo(_ *controller.Controller, req *echopb.EchoRequest, resp *echopb.EchoResponse, done func()) {
 	resp.Message = req.Message
 	done()
 }
@@ -78,6 +92,9 @@ func serve(fw, addr string) error {
 	case "gobrpc":
 		srv := server.New(nil)
 		if err := echobenchpb.RegisterEchoServiceServer(srv, gobrpcEcho{}); err != nil {
+			return err
+		}
+		if err := echopb.RegisterEchoServiceServer(srv, gobrpcExampleEcho{}); err != nil {
 			return err
 		}
 		if err := srv.Start(addr); err != nil {
@@ -129,8 +146,16 @@ func serve(fw, addr string) error {
 				c.Close()
 			}
 		}
+	case "rawtcp":
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return err
+		}
+		rs := serveRawTCP(ln)
+		listen = ln.Addr()
+		stop = rs.close
 	default:
-		return fmt.Errorf("unknown -framework %q (gobrpc, grpc or netrpc)", fw)
+		return fmt.Errorf("unknown -framework %q (gobrpc, grpc, netrpc or rawtcp)", fw)
 	}
 	fmt.Printf("listening %s\n", listen)
 
@@ -184,8 +209,9 @@ func serve(fw, addr string) error {
 
 // usage is what a process spent: CPU time and heap allocations.
 type usage struct {
-	cpu     time.Duration
-	mallocs uint64
+	cpu       time.Duration
+	mallocs   uint64
+	noMallocs bool // not a Go process: allocations not measured
 }
 
 func readUsage() usage {
@@ -195,7 +221,7 @@ func readUsage() usage {
 }
 
 func (u usage) sub(o usage) usage {
-	return usage{cpu: u.cpu - o.cpu, mallocs: u.mallocs - o.mallocs}
+	return usage{cpu: u.cpu - o.cpu, mallocs: u.mallocs - o.mallocs, noMallocs: u.noMallocs || o.noMallocs}
 }
 
 // startCPUProfile starts a CPU profile into path (nothing when path is

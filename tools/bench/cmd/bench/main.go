@@ -1,9 +1,9 @@
 // Command bench runs tools/bench's side-by-side benchmarks, one after the
 // other or one of them:
 //
-//	go run ./cmd/bench                 # echo, then backup, then overload (about 12 minutes)
+//	go run ./cmd/bench                 # echo, then backup, then overload (about 14 minutes)
 //	go run ./cmd/bench -quick          # the same with short runs (about 3 minutes)
-//	go run ./cmd/bench echo [flags]    # gobrpc vs grpc-go vs net/rpc (package echobench)
+//	go run ./cmd/bench echo [flags]    # gobrpc vs grpc-go, net/rpc, raw TCP, C++ brpc (package echobench)
 //	go run ./cmd/bench backup [flags]  # backup requests (package backupbench)
 //	go run ./cmd/bench overload [flags] # concurrency limiters (package overloadbench)
 //
