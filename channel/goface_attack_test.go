@@ -20,7 +20,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -80,35 +79,6 @@ func gfaWithin(d time.Duration, f func()) bool {
 	case <-time.After(d):
 		return false
 	}
-}
-
-// gfaBlackhole is an address where a connect hangs: a listener with a
-// backlog of 0 that never accepts, its queue filled.
-func gfaBlackhole(t *testing.T) string {
-	t.Helper()
-	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
-	require.NoError(t, err)
-	t.Cleanup(func() { syscall.Close(fd) })
-	require.NoError(t, syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}))
-	require.NoError(t, syscall.Listen(fd, 0))
-	sa, err := syscall.Getsockname(fd)
-	require.NoError(t, err)
-	addr := fmt.Sprintf("127.0.0.1:%d", sa.(*syscall.SockaddrInet4).Port)
-	for range 4 {
-		c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond)
-		if err != nil {
-			break
-		}
-		t.Cleanup(func() { c.Close() })
-	}
-	start := time.Now()
-	if c, err := net.DialTimeout("tcp", addr, 150*time.Millisecond); err == nil {
-		c.Close()
-		t.Skip("connects to a full backlog do not hang on this system")
-	} else if time.Since(start) < 100*time.Millisecond {
-		t.Skipf("connects to a full backlog fail at once on this system: %v", err)
-	}
-	return addr
 }
 
 // gfaFields answers with what its handler saw: the request user field
@@ -393,7 +363,7 @@ func TestGoFaceAttackAsyncContextCancelJoinReuse(t *testing.T) {
 // with ConnectTimeoutMs -1 and no deadline, the kernel's ~2 min). The
 // deadline case holds only because the deadline caps the connect timeout.
 func TestGoFaceAttackFindingCancelWhileConnecting(t *testing.T) {
-	hole := gfaBlackhole(t)
+	hole := raBlackhole(t) // reuse_attack_test.go
 	ch := gfaChannel(t, hole, func(o *channel.Options) {
 		o.ConnectTimeoutMs = 4000
 		o.TimeoutMs = -1

@@ -63,14 +63,22 @@ type gobrpcClient struct {
 	stub *echobenchpb.EchoServiceStub
 }
 
-func dialGobrpc(addr, connType string, timeout time.Duration) (client, error) {
+// benchOptions are the channel options of every gobrpc client here: one
+// request per call (no retry), as the other frameworks, and the run's
+// timeout (none when 0).
+func benchOptions(connType string, timeout time.Duration) channel.Options {
 	opts := channel.DefaultOptions()
 	opts.ConnectionType = connType
-	opts.MaxRetry = 0 // one request per call, as the other frameworks
+	opts.MaxRetry = 0
 	opts.TimeoutMs = -1
 	if timeout > 0 {
 		opts.TimeoutMs = int32(timeout.Milliseconds())
 	}
+	return opts
+}
+
+func dialGobrpc(addr, connType string, timeout time.Duration) (client, error) {
+	opts := benchOptions(connType, timeout)
 	c := &gobrpcClient{}
 	if err := c.ch.Init(addr, "", &opts); err != nil {
 		return nil, err
@@ -111,13 +119,7 @@ type gobrpcExampleClient struct {
 }
 
 func dialGobrpcExample(addr string, timeout time.Duration) (client, error) {
-	opts := channel.DefaultOptions()
-	opts.ConnectionType = "single"
-	opts.MaxRetry = 0
-	opts.TimeoutMs = -1
-	if timeout > 0 {
-		opts.TimeoutMs = int32(timeout.Milliseconds())
-	}
+	opts := benchOptions("single", timeout)
 	c := &gobrpcExampleClient{}
 	if err := c.ch.Init(addr, "", &opts); err != nil {
 		return nil, err
@@ -155,12 +157,7 @@ type gobrpcCtxClient struct {
 }
 
 func dialGobrpcCtx(addr string, timeout time.Duration) (client, error) {
-	opts := channel.DefaultOptions()
-	opts.MaxRetry = 0
-	opts.TimeoutMs = -1
-	if timeout > 0 {
-		opts.TimeoutMs = int32(timeout.Milliseconds())
-	}
+	opts := benchOptions("single", timeout)
 	ch, err := channel.New(addr, "", &opts)
 	if err != nil {
 		return nil, err
