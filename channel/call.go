@@ -18,6 +18,8 @@ import (
 	"github.com/gobrpc/gobrpc/controller"
 	"github.com/gobrpc/gobrpc/errno"
 	"github.com/gobrpc/gobrpc/internal/ctrl"
+	"github.com/gobrpc/gobrpc/internal/timerq"
+	"github.com/gobrpc/gobrpc/internal/transport"
 	"github.com/gobrpc/gobrpc/loadbalancer"
 	"github.com/gobrpc/gobrpc/rpcz"
 )
@@ -109,16 +111,27 @@ type call struct {
 	maxRetry       int
 	connectTimeout time.Duration
 
-	policy      backup.Policy // the effective backup policy, nil for none
-	backupMs    int64         // the effective backup delay, -1 for none
-	backupTimer *time.Timer
-	timer       *time.Timer
+	policy   backup.Policy // the effective backup policy, nil for none
+	backupMs int64         // the effective backup delay, -1 for none
+	// The deadline and the backup timers run on timerq's goroutine: the
+	// backup leaves within tens of µs of its due time, and arming either
+	// never wakes a thread (see timerq).
+	backupTimer timerq.Timer
+	timer       timerq.Timer
+	timers      uint8 // which of them were started (timerDeadline, timerBackup)
 
 	// resultsIn is released once the results are in the Controller,
 	// finished once done has returned too (what Join and a synchronous
 	// caller wait for).
 	resultsIn sync.WaitGroup
 	finished  sync.WaitGroup
+
+	// readConn is the connection a synchronous caller reads its first
+	// attempt's response from itself (see transport.ClientConn.ReadFor),
+	// set by send on the caller's goroutine; over is set once the call
+	// has ended, for that reader to stop.
+	readConn *transport.ClientConn
+	over     atomic.Bool
 
 	mu      sync.Mutex
 	ended   bool
@@ -154,6 +167,9 @@ type attempt struct {
 	// in flight); such an attempt is fed back exactly once (fedBack).
 	selected bool
 	fedBack  bool
+	// callerReads: sent from a synchronous caller's goroutine, which may
+	// then read the response itself.
+	callerReads bool
 	// For rpcz: when it ended and how.
 	end       time.Time
 	code      int32
@@ -290,6 +306,10 @@ func refuseReuse(st *ctrl.State, prev ctrl.Call, done func()) {
 // wait holds a synchronous caller until the call has ended.
 func (c *call) wait() {
 	if c.done == nil {
+		if conn := c.readConn; conn != nil {
+			c.readConn = nil
+			conn.ReadFor(&c.first)
+		}
 		c.finished.Wait()
 	}
 }
@@ -352,7 +372,8 @@ func (c *call) setUp(canceled bool) (controller.Errno, string) {
 	}
 	c.resolveBackup(opts)
 	if !c.deadline.IsZero() {
-		c.timer = time.AfterFunc(time.Until(c.deadline), c.onTimeout)
+		c.timers |= timerDeadline
+		c.timer.Start(time.Until(c.deadline), deadlineSlack, false, fireTimeout, c)
 	}
 	if ctx.Done() != nil {
 		c.stopCtx = context.AfterFunc(ctx, func() {
@@ -362,7 +383,8 @@ func (c *call) setUp(canceled bool) (controller.Errno, string) {
 	}
 	// A backup delay at or beyond the deadline never fires, as in brpc.
 	if c.backupMs >= 0 && (c.timeoutMs < 0 || c.backupMs < c.timeoutMs) {
-		c.backupTimer = time.AfterFunc(time.Duration(c.backupMs)*time.Millisecond, c.onBackupTimer)
+		c.timers |= timerBackup
+		c.backupTimer.Start(time.Duration(c.backupMs)*time.Millisecond, 0, false, fireBackup, c)
 	}
 	return 0, ""
 }
@@ -500,6 +522,7 @@ func (c *call) issue(a *attempt) {
 		}()
 		return
 	}
+	a.callerReads = a == &c.first && c.done == nil
 	c.s.send(c, a)
 }
 
@@ -720,6 +743,18 @@ func (c *call) appendErrorLocked(text string) {
 	c.errText.WriteString(text)
 }
 
+const (
+	timerDeadline = 1 << iota
+	timerBackup
+)
+
+// deadlineSlack: a deadline may fire this much late (Go's own timers
+// fire up to 1 ms late too) when that saves waking the timer goroutine.
+const deadlineSlack = 500 * time.Microsecond
+
+func fireTimeout(c any) { c.(*call).onTimeout() }
+func fireBackup(c any)  { c.(*call).onBackupTimer() }
+
 func (c *call) onTimeout() {
 	c.endWith(controller.ERPCTIMEDOUT, errno.Text(errno.ERPCTIMEDOUT, fmt.Sprintf("Reached timeout=%dms @%s", c.timeoutMs, c.s.describe())))
 }
@@ -771,10 +806,11 @@ func (c *call) abandonedCodeLocked() controller.Errno {
 // finish runs once, by the owner of completion, after ended was set:
 // abandon the attempts still in flight, write the results, run done.
 func (c *call) finish(code controller.Errno) {
-	if c.timer != nil {
+	c.over.Store(true)
+	if c.timers&timerDeadline != 0 {
 		c.timer.Stop()
 	}
-	if c.backupTimer != nil {
+	if c.timers&timerBackup != 0 {
 		c.backupTimer.Stop()
 	}
 	if c.stopCtx != nil {

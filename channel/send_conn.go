@@ -123,9 +123,13 @@ func (ch *Channel) send(c *call, a *attempt) {
 		ep.Release(conn, !a.backup)
 		return
 	}
-	if err := conn.Register(a.id, a); err != nil {
+	reading, err := conn.Register(a.id, a, a.callerReads)
+	if err != nil {
 		c.onFailure(a, controller.EFAILEDSOCKET, errno.Text(errno.EFAILEDSOCKET, "Connection to "+ep.Addr()+" broke"), false)
 		return
+	}
+	if reading {
+		c.readConn = conn // the caller reads the response itself (call.wait)
 	}
 	if err := ch.writeRequest(c, a, conn); err != nil {
 		conn.Unregister(a.id)
@@ -274,6 +278,10 @@ func (c *call) decodeResponse(m *baidustd.Meta, msg, att []byte, maxBodySize int
 	}
 	return 0, ""
 }
+
+// Ended implements transport.Waiter: the call is over, whatever a's
+// answer will be.
+func (a *attempt) Ended() bool { return a.call.over.Load() }
 
 // HandleFailure implements transport.ResponseHandler: the connection broke
 // with attempt a on it.

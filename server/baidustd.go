@@ -64,12 +64,12 @@ type baiduCall struct {
 
 // onRequest handles one frame, on the connection's reader. An error closes
 // the connection; every other failure is answered with brpc's error reply.
-func (s *Server) onRequest(sc *transport.ServerConn, meta *baidustd.Meta, msg, att []byte, err error) error {
+func (s *Server) onRequest(sc *transport.ServerConn, meta *baidustd.Meta, msg, att []byte, err error) (transport.Task, error) {
 	if err != nil && !errors.Is(err, baidustd.ErrBadAttachmentSize) {
-		return fmt.Errorf("bad request frame: %w", err)
+		return nil, fmt.Errorf("bad request frame: %w", err)
 	}
 	if !meta.HasRequest {
-		return errors.New("bad request frame: the meta has no request")
+		return nil, errors.New("bad request frame: the meta has no request")
 	}
 	sess := session(sc)
 	if s.opts.Auth != nil && !sess.verified {
@@ -78,29 +78,29 @@ func (s *Server) onRequest(sc *transport.ServerConn, meta *baidustd.Meta, msg, a
 			// refused one get the same answer, not the close's EOF (which
 			// a client would retry).
 			s.refuseCredential(sc, meta, sess.refusal)
-			return nil
+			return nil, nil
 		}
 		if !s.authenticate(sc, sess, meta) {
-			return nil
+			return nil, nil
 		}
 	}
 	if err != nil { // attachment_size larger than the payload (brpc step 5)
-		return s.reject(sc, meta, controller.EREQUEST, err.Error())
+		return nil, s.reject(sc, meta, controller.EREQUEST, err.Error())
 	}
 	if s.state.Load() != stateRunning {
-		return s.reject(sc, meta, controller.ELOGOFF, "Server is stopping")
+		return nil, s.reject(sc, meta, controller.ELOGOFF, "Server is stopping")
 	}
 	if sc.Internal() {
-		return s.reject(sc, meta, controller.ENOMETHOD, "The internal port serves builtin services only")
+		return nil, s.reject(sc, meta, controller.ENOMETHOD, "The internal port serves builtin services only")
 	}
 	m, code, text := s.findMethod(meta.ServiceName, meta.MethodName)
 	if code != 0 {
-		return s.reject(sc, meta, code, text)
+		return nil, s.reject(sc, meta, code, text)
 	}
 
 	if meta.ChecksumType != 0 {
 		if err := baidustd.VerifyChecksum(meta, msg, att); err != nil {
-			return s.reject(sc, meta, controller.EREQUEST, "Fail to parse request="+m.fullName+": "+err.Error())
+			return nil, s.reject(sc, meta, controller.EREQUEST, "Fail to parse request="+m.fullName+": "+err.Error())
 		}
 	}
 	if meta.CompressType != 0 {
@@ -108,12 +108,12 @@ func (s *Server) onRequest(sc *transport.ServerConn, meta *baidustd.Meta, msg, a
 		// compression bomb fails here instead of filling memory.
 		msg, err = baidustd.DecompressLimit(nil, meta.CompressType, msg, s.opts.MaxBodySize)
 		if err != nil {
-			return s.reject(sc, meta, controller.EREQUEST, "Fail to parse request="+m.fullName+": "+err.Error())
+			return nil, s.reject(sc, meta, controller.EREQUEST, "Fail to parse request="+m.fullName+": "+err.Error())
 		}
 	}
 	req := newMessage(m.requestType)
 	if err := proto.Unmarshal(msg, req); err != nil {
-		return s.reject(sc, meta, controller.EREQUEST, "Fail to parse request="+m.fullName+": "+err.Error())
+		return nil, s.reject(sc, meta, controller.EREQUEST, "Fail to parse request="+m.fullName+": "+err.Error())
 	}
 	received := time.Now()
 	timeoutMs := int64(-1)
@@ -121,7 +121,7 @@ func (s *Server) onRequest(sc *transport.ServerConn, meta *baidustd.Meta, msg, a
 		timeoutMs = int64(meta.TimeoutMs)
 	}
 	if code, text := s.admit(m, timeoutMs); code != 0 {
-		return s.reject(sc, meta, code, text)
+		return nil, s.reject(sc, meta, code, text)
 	}
 
 	r := &baiduCall{
@@ -146,9 +146,15 @@ func (s *Server) onRequest(sc *transport.ServerConn, meta *baidustd.Meta, msg, a
 	if len(att) > 0 {
 		r.cntl.RequestAttachment().Write(att)
 	}
+	// Nothing else of the connection waits: the reader runs the request
+	// itself (see transport.ServerConn.RunsInPlace).
+	inPlace := sc.RunsInPlace()
 	sc.RequestStarted()
+	if inPlace {
+		return &r.serverCall, nil
+	}
 	s.workers.run(&r.serverCall)
-	return nil
+	return nil, nil
 }
 
 // reject answers a request that never reaches a handler with brpc's error

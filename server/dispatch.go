@@ -41,9 +41,9 @@ type replier interface {
 	reply(c *serverCall)
 }
 
-// run calls the handler; a panic is answered with EINTERNAL unless the
+// Run calls the handler; a panic is answered with EINTERNAL unless the
 // handler had answered already. It is what a worker runs.
-func (c *serverCall) run() {
+func (c *serverCall) Run() {
 	defer func() {
 		if p := recover(); p != nil {
 			slog.Error("gobrpc: handler panicked", "method", c.m.fullName, "panic", p, "stack", string(debug.Stack()))

@@ -221,7 +221,7 @@ func (s *Server) servePB(w http.ResponseWriter, r *http.Request, ac *auth.Contex
 	st.Auth = ac
 	// brpc's HTTP clients send the trace in x-bd-* headers, in decimal.
 	traceServerCall(st, headerID(r, "x-bd-trace-id"), headerID(r, "x-bd-span-id"), headerID(r, "x-bd-parent-span-id"))
-	h.run()
+	h.Run()
 	select {
 	case <-h.answered:
 	case <-r.Context().Done():

@@ -24,7 +24,7 @@ type worker struct {
 }
 
 // task is what a worker runs: a *request (no allocation to box a pointer).
-type task interface{ run() }
+type task interface{ Run() }
 
 const maxIdleWorkers = 1024
 
@@ -47,7 +47,7 @@ func (p *workerPool) run(r task) {
 func (p *workerPool) work(r task) {
 	var w *worker
 	for {
-		r.run()
+		r.Run()
 		r = nil
 		p.mu.Lock()
 		if p.stopped || len(p.idle) >= maxIdleWorkers {

@@ -47,4 +47,4 @@ func waitIdle(t *testing.T, p *workerPool, n int) {
 
 type funcTask func()
 
-func (f funcTask) run() { f() }
+func (f funcTask) Run() { f() }

@@ -4,19 +4,26 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/gobrpc/gobrpc/internal/ratelog"
+	"github.com/gobrpc/gobrpc/internal/timerq"
 	"github.com/gobrpc/gobrpc/protocol/baidustd"
 )
 
-// Conn is one TCP connection carrying baidu_std frames, on either end. A
-// reader goroutine reads it and hands every complete frame to the owner
-// (ClientConn or ServerConn); a Writer writes it without ever waiting for
-// the peer.
+// Conn is one TCP connection carrying baidu_std frames, on either end. Its
+// reader hands every complete frame to the owner (ClientConn or
+// ServerConn); a Writer writes it without ever waiting for the peer.
+//
+// One goroutine at a time reads a connection, but not always the same one:
+// a server's reader runs a request in place and is replaced if that takes
+// long (see runInline); a client's is often the caller waiting for the
+// response (see ClientConn.ReadFor). Whoever reads owns the read buffer;
+// the hand-over from one reader to the next is synchronised by its owner.
 //
 // The reader reads only when the frames it has are handled, so a peer that
 // sends faster than they are handled fills its own socket buffers (TCP flow
@@ -24,6 +31,7 @@ import (
 // frame being read, at most maxBodySize, plus one read's worth.
 type Conn struct {
 	tc          *net.TCPConn
+	raw         syscall.RawConn
 	w           *Writer
 	remote      net.Addr
 	local       net.Addr
@@ -33,20 +41,38 @@ type Conn struct {
 
 	closed    atomic.Bool
 	closeOnce sync.Once
+	ended     bool         // the reader saw the end and ran onClose (reader-owned)
 	lastRead  atomic.Int64 // unix ns of the last bytes read, for idle timeouts
+
+	// The read buffer and the frame being decoded, owned by the
+	// goroutine reading: buf[rd:wr] holds bytes read and not yet handled.
+	buf    []byte
+	rd, wr int
+	next   int // where the frame being handled ends
+	meta   baidustd.Meta
+
+	// Requests run in place (runInline): bit 0 is set while the reader
+	// runs one, the rest counts the readers that took over.
+	inline   atomic.Uint64
+	takeover timerq.Timer // fires when a request in place runs long
 }
+
+// Task is a request a server's reader runs in place (see FrameHandler).
+type Task interface{ Run() }
 
 // FrameHandler receives each frame read from a connection, decoded into m
 // (err is DecodeFrame's error, when the frame does not decode). msg, att
 // and m's byte fields alias the read buffer and are only valid during the
 // call. It runs on the connection's reader: it must not block. A non-nil
-// return closes the connection.
-type FrameHandler func(m *baidustd.Meta, msg, att []byte, err error) error
+// error closes the connection. A non-nil Task is run by the reader itself
+// once the frame is consumed (see runInline).
+type FrameHandler func(m *baidustd.Meta, msg, att []byte, err error) (Task, error)
 
-// adopt takes tc over: start starts its reader. onClose runs once, on the
-// reader's goroutine, when the connection has closed, whoever closed it;
-// cause is what the reader could not take (a frame over maxBodySize, a
-// wrong magic ...), nil for a close, an EOF or a reset.
+// adopt takes tc over; nothing reads it until its owner starts a reader.
+// onClose runs once, on the goroutine reading, when the connection has
+// closed, whoever closed it; cause is what the reader could not take (a
+// frame over maxBodySize, a wrong magic ...), nil for a close, an EOF or a
+// reset.
 func adopt(tc *net.TCPConn, maxBodySize int, handle FrameHandler, onClose func(cause error)) (*Conn, error) {
 	raw, err := tc.SyscallConn()
 	if err != nil {
@@ -56,7 +82,7 @@ func adopt(tc *net.TCPConn, maxBodySize int, handle FrameHandler, onClose func(c
 	if maxBodySize <= 0 {
 		maxBodySize = baidustd.DefaultMaxBodySize
 	}
-	c := &Conn{tc: tc, remote: tc.RemoteAddr(), local: tc.LocalAddr(), maxBodySize: maxBodySize,
+	c := &Conn{tc: tc, raw: raw, remote: tc.RemoteAddr(), local: tc.LocalAddr(), maxBodySize: maxBodySize,
 		handle: handle, onClose: onClose}
 	c.w = newWriter(tc, raw, func(err error) {
 		if !errors.Is(err, net.ErrClosed) && !errors.Is(err, ErrWriterClosed) {
@@ -68,8 +94,10 @@ func adopt(tc *net.TCPConn, maxBodySize int, handle FrameHandler, onClose func(c
 	return c, nil
 }
 
-// start starts the reader, once the owner can take frames.
+// start starts a reader goroutine that reads until the connection ends.
 func (c *Conn) start() { go c.readLoop() }
+
+func (c *Conn) readLoop() { c.readFrames(nil) }
 
 // Read buffers: a connection reads into a small buffer that grows (up to
 // maxReadBuffer) while reads fill it, and goes back to small once drained;
@@ -80,23 +108,33 @@ const (
 	maxReadBuffer = 64 << 10
 )
 
-// readLoop reads frames until the connection closes, then runs onClose.
-func (c *Conn) readLoop() {
+// readFrames reads frames and hands them to the owner until the
+// connection ends (it closes the connection, runs onClose and returns
+// true) or stop
+// reports true (checked before each frame and each read) or this
+// goroutine's reading was taken over by another (see runInline); then it
+// returns false. A read deadline (see interrupt) wakes a blocked read to
+// ask stop again.
+func (c *Conn) readFrames(stop func() bool) (ended bool) {
+	if c.ended {
+		return false
+	}
+	if c.buf == nil {
+		c.buf = make([]byte, minReadBuffer)
+	}
 	var cause error
 	defer func() {
-		c.Close()
-		c.w.Close()
-		if c.onClose != nil {
-			c.onClose(cause)
+		if ended {
+			c.end(cause)
 		}
 	}()
-	var meta baidustd.Meta
-	buf := make([]byte, minReadBuffer)
-	r, w := 0, 0 // buf[r:w] holds bytes read and not yet handled
 	for {
 		need := 0 // the length of the frame being read, once its header is in
 		for !c.closed.Load() {
-			n, err := baidustd.Cut(buf[r:w], c.maxBodySize)
+			if stop != nil && stop() {
+				return false
+			}
+			n, err := baidustd.Cut(c.buf[c.rd:c.wr], c.maxBodySize)
 			if errors.Is(err, baidustd.ErrNotEnoughData) {
 				need = n
 				break
@@ -104,46 +142,124 @@ func (c *Conn) readLoop() {
 			if err != nil {
 				cause = err
 				logBadPeer.Warn("gobrpc: closing connection", "remote", c.remote.String(), "err", err)
-				return
+				return true
 			}
-			msg, att, derr := baidustd.DecodeFrame(buf[r:r+n], &meta)
-			herr := c.handle(&meta, msg, att, derr)
-			meta.Reset() // an idle connection keeps nothing of its last frame
-			r += n
+			c.next = c.rd + n
+			msg, att, derr := baidustd.DecodeFrame(c.buf[c.rd:c.rd+n], &c.meta)
+			task, herr := c.handle(&c.meta, msg, att, derr)
+			c.meta.Reset() // an idle connection keeps nothing of its last frame
+			c.rd += n
 			if herr != nil {
 				cause = herr
 				logBadPeer.Warn("gobrpc: closing connection", "remote", c.remote.String(), "err", herr)
-				return
+				return true
+			}
+			if task != nil && !c.runInline(task) {
+				return false
 			}
 		}
 		if c.closed.Load() {
-			return
+			return true
 		}
-		buf, r, w = c.makeRoom(buf, r, w, need)
-		n, err := c.tc.Read(buf[w:])
+		if stop != nil && stop() {
+			return false
+		}
+		c.makeRoom(need)
+		n, err := c.tc.Read(c.buf[c.wr:])
 		if n > 0 {
 			c.lastRead.Store(time.Now().UnixNano())
-			if w += n; w == len(buf) && len(buf) < maxReadBuffer && need <= len(buf) {
+			if c.wr += n; c.wr == len(c.buf) && len(c.buf) < maxReadBuffer && need <= len(c.buf) {
 				// The reads fill the buffer: read more at a time.
-				nb := make([]byte, 2*len(buf))
-				w = copy(nb, buf[r:w])
-				buf, r = nb, 0
+				nb := make([]byte, 2*len(c.buf))
+				c.wr = copy(nb, c.buf[c.rd:c.wr])
+				c.buf, c.rd = nb, 0
 			}
 		}
 		if err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) && !c.closed.Load() {
+				// An interrupt: ask stop again, with the deadline cleared
+				// for whoever reads next.
+				c.tc.SetReadDeadline(time.Time{})
+				continue
+			}
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !isReset(err) {
 				logBadPeer.Warn("gobrpc: connection read failed", "remote", c.remote.String(), "err", err)
 			}
-			return
+			return true
 		}
 	}
 }
 
-// makeRoom returns a buffer holding buf[r:w] at its start with free space
-// to read into: for the rest of a frame of need bytes, at most double what
-// is buffered (so memory follows the bytes that came, not the header's
+// end closes the connection after its reader saw the end, and runs
+// onClose.
+func (c *Conn) end(cause error) {
+	c.ended = true
+	c.Close()
+	c.w.Close()
+	if c.onClose != nil {
+		c.onClose(cause)
+	}
+}
+
+// interrupt wakes the goroutine blocked reading c (its read returns, and
+// it asks its stop again); one that is not blocked yet returns from its
+// next read at once.
+func (c *Conn) interrupt() { c.tc.SetReadDeadline(aLongTimeAgo) }
+
+var aLongTimeAgo = time.Unix(1, 0)
+
+// Requests in place. A server's reader runs a request's handler itself
+// when nothing else of the connection waits (brpc runs the last message
+// of a read in place the same way): one goroutine hand-off fewer, which at
+// low load is a wake-up of another thread saved on every call. A handler
+// that takes long must not stop the connection's other requests: after
+// takeoverAfter another goroutine takes over reading, and the one running
+// the handler ends with it.
+const (
+	takeoverAfter = 500 * time.Microsecond
+	takeoverSlack = 2 * time.Millisecond // a takeover is a safety net, not a deadline
+)
+
+func fireTakeover(c any) { c.(*Conn).takeOver() }
+
+// frameBuffered reports, during a FrameHandler call, whether another whole
+// frame is buffered behind the one being handled.
+func (c *Conn) frameBuffered() bool {
+	_, err := baidustd.Cut(c.buf[c.next:c.wr], c.maxBodySize)
+	return err == nil
+}
+
+// runInline runs t on the reader, which has consumed t's frame. It returns
+// false when another goroutine took over reading meanwhile: the caller
+// then must not touch the read state.
+func (c *Conn) runInline(t Task) bool {
+	epoch := c.inline.Load() // bit 0 clear: this reader runs nothing now
+	c.inline.Store(epoch | 1)
+	c.takeover.Start(takeoverAfter, takeoverSlack, true, fireTakeover, c)
+	t.Run()
+	c.takeover.Stop()
+	return c.inline.CompareAndSwap(epoch|1, epoch)
+}
+
+// takeOver starts a new reader for a connection whose reader runs a
+// request in place for long. (A timer that fires late, during a later
+// request in place, takes that one over: harmless.)
+func (c *Conn) takeOver() {
+	v := c.inline.Load()
+	if v&1 == 1 && !c.closed.Load() && c.inline.CompareAndSwap(v, v+1) { // the next epoch, running nothing
+		go c.readLoop()
+	}
+}
+
+// makeRoom leaves buf[rd:wr] at the start of a buffer with free space to
+// read into: for the rest of a frame of need bytes, at most double what is
+// buffered (so memory follows the bytes that came, not the header's
 // claim); a drained large buffer goes back to the small size.
-func (c *Conn) makeRoom(buf []byte, r, w, need int) ([]byte, int, int) {
+func (c *Conn) makeRoom(need int) {
+	c.buf, c.rd, c.wr = makeRoom(c.buf, c.rd, c.wr, need)
+}
+
+func makeRoom(buf []byte, r, w, need int) ([]byte, int, int) {
 	n := w - r
 	switch {
 	case n == 0 && len(buf) > maxReadBuffer:
@@ -181,7 +297,19 @@ func (c *Conn) Close() {
 	c.closeOnce.Do(func() {
 		c.closed.Store(true)
 		c.tc.Close()
+		c.w.Close() // nobody may be reading to do it
 	})
+}
+
+// peekAlive reports whether the peer has not closed or reset the
+// connection, looking at what came without taking it. Nobody may be
+// reading c.
+func (c *Conn) peekAlive() bool {
+	alive := true
+	// Control, not Read: a read deadline left by an interrupt must not
+	// fail the look.
+	err := c.raw.Control(func(fd uintptr) { alive = peekFD(fd) })
+	return err == nil && alive
 }
 
 // Active reports whether the connection is open.

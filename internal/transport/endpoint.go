@@ -256,6 +256,9 @@ func (e *Endpoint) Release(c *ClientConn, reusable bool) {
 	case Single:
 		return
 	case Pooled:
+		if reusable && c.deferRelease() {
+			return // given back when its caller stops reading
+		}
 		if reusable && c.Healthy() {
 			e.mu.Lock()
 			if !e.closed && len(e.idle) < e.opts.MaxIdle {

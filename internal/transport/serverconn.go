@@ -36,8 +36,9 @@ type ServeOptions struct {
 	MaxBodySize int  // a larger frame closes the connection
 	Internal    bool // accepted on the internal port
 	// OnRequest receives each frame (see FrameHandler); an error closes
-	// the connection.
-	OnRequest func(sc *ServerConn, m *baidustd.Meta, msg, att []byte, err error) error
+	// the connection, a Task is run by the reader in place (see
+	// ServerConn.RunsInPlace).
+	OnRequest func(sc *ServerConn, m *baidustd.Meta, msg, att []byte, err error) (Task, error)
 	// OnClose runs once when the connection closes.
 	OnClose func(sc *ServerConn)
 }
@@ -48,7 +49,9 @@ func Serve(tc *net.TCPConn, opts ServeOptions) (*ServerConn, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	sc := &ServerConn{internal: opts.Internal, created: time.Now(), ctx: ctx, cancel: cancel}
 	conn, err := adopt(tc, opts.MaxBodySize,
-		func(m *baidustd.Meta, msg, att []byte, err error) error { return opts.OnRequest(sc, m, msg, att, err) },
+		func(m *baidustd.Meta, msg, att []byte, err error) (Task, error) {
+			return opts.OnRequest(sc, m, msg, att, err)
+		},
 		func(error) {
 			sc.closed.Store(true)
 			cancel()
@@ -77,6 +80,15 @@ func (sc *ServerConn) Reply(head, body []byte) error {
 			"remote", sc.conn.remote.String())
 	}
 	return err
+}
+
+// RunsInPlace reports, from OnRequest, whether the request being read
+// should be returned as a Task, run by the reader itself: nothing else of
+// the connection waits (no other request is being handled, none is
+// buffered behind it). brpc runs the last request of a read in place the
+// same way; a request that takes long is not a problem (see runInline).
+func (sc *ServerConn) RunsInPlace() bool {
+	return sc.inflight.Load() == 0 && !sc.conn.frameBuffered()
 }
 
 // RequestStarted counts a request handed to a handler; RequestDone ends it.

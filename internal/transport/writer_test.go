@@ -31,7 +31,7 @@ func connPair(t *testing.T) (*Conn, net.Conn) {
 	}()
 	gc, err := net.DialTimeout("tcp", ln.Addr().String(), time.Second)
 	require.NoError(t, err)
-	c, err := adopt(gc.(*net.TCPConn), 0, func(*baidustd.Meta, []byte, []byte, error) error { return nil }, nil)
+	c, err := adopt(gc.(*net.TCPConn), 0, func(*baidustd.Meta, []byte, []byte, error) (Task, error) { return nil, nil }, nil)
 	require.NoError(t, err)
 	c.start()
 	peer := <-accepted
