@@ -466,6 +466,9 @@ func (c *call) onBackupTimer() {
 	c.mu.Unlock()
 	c.s.stats().backupSent.Add(1)
 	c.issue(next) // on the timer's own goroutine
+	// How late the backup left (issue returns once it is written, or
+	// handed to a sub-channel): <channel>_backup_lateness.
+	c.s.stats().backupLateness().Record(time.Since(c.start) - time.Duration(c.backupMs)*time.Millisecond)
 }
 
 // newAttemptLocked starts the next attempt.

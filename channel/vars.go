@@ -83,11 +83,29 @@ func (l *lbVar) hide() {
 
 // channelVars are what every Channel and SelectiveChannel exposes about
 // its backups: rpc_channel_<n>_backup_sent, _backup_won (the backup
-// answered first) and _backup_refused (the policy vetoed it).
+// answered first), _backup_refused (the policy vetoed it) and, once a
+// backup was sent, _backup_lateness_* (how long after its due time each
+// backup left, in µs: a LatencyRecorder).
 type channelVars struct {
 	prefix                string
 	backupSent, backupWon *bvar.Adder[int64]
 	backupRefused         *bvar.Adder[int64]
+
+	lateOnce sync.Once
+	late     *bvar.LatencyRecorder
+}
+
+// closedLateness takes what backups of a closed channel record.
+var closedLateness = sync.OnceValue(func() *bvar.LatencyRecorder {
+	r := bvar.NewLatencyRecorder("")
+	r.Close()
+	return r
+})
+
+// backupLateness is made with the first backup: most channels send none.
+func (v *channelVars) backupLateness() *bvar.LatencyRecorder {
+	v.lateOnce.Do(func() { v.late = bvar.NewLatencyRecorder(v.prefix + "_backup_lateness") })
+	return v.late
 }
 
 func newChannelVars() *channelVars {
@@ -108,4 +126,9 @@ func (v *channelVars) hide() {
 	v.backupSent.Hide()
 	v.backupWon.Hide()
 	v.backupRefused.Hide()
+	closed := false
+	v.lateOnce.Do(func() { v.late, closed = closedLateness(), true }) // a late backup records unseen
+	if !closed {
+		v.late.Close()
+	}
 }

@@ -28,9 +28,11 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/gobrpc/gobrpc/bvar"
 	"github.com/gobrpc/gobrpc/channel"
 	"github.com/gobrpc/gobrpc/testsupport/loadtest"
 )
@@ -206,7 +208,29 @@ func steady(ctx context.Context, out io.Writer) error {
 			modes[i].name+":", r, verdict(r <= 0.15), 100*s.ExtraLoad(), verdict(s.ExtraLoad() <= 0.055))
 	}
 	fmt.Fprintln(out)
+	fmt.Fprintln(out, "backup lateness: how long after its due time (call start + backup delay) each backup left, in µs,")
+	fmt.Fprintln(out, "from the channel's <prefix>_backup_lateness LatencyRecorder (its last 10 s). Target p99 <= 200 µs.")
+	for _, i := range []int{1, 2} {
+		p := results[i].BackupVarPrefix + "_backup_lateness_"
+		p99 := varInt(p + "latency_99")
+		fmt.Fprintf(out, "%-28s avg %5d  p90 %5d  p99 %5d  p99.9 %5d  max %5d: %s\n", modes[i].name,
+			varInt(p+"latency"), varInt(p+"latency_90"), p99, varInt(p+"latency_999"), varInt(p+"max_latency"), verdict(p99 >= 0 && p99 <= 200))
+	}
+	fmt.Fprintln(out)
 	return nil
+}
+
+// varInt reads an integer bvar (-1 when there is none).
+func varInt(name string) int64 {
+	s, ok := bvar.Describe(name)
+	if !ok {
+		return -1
+	}
+	v, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+	if err != nil {
+		return -1
+	}
+	return v
 }
 
 func ratio(a, b int64) float64 {
