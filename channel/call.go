@@ -384,7 +384,10 @@ func (c *call) setUp(canceled bool) (controller.Errno, string) {
 	// A backup delay at or beyond the deadline never fires, as in brpc.
 	if c.backupMs >= 0 && (c.timeoutMs < 0 || c.backupMs < c.timeoutMs) {
 		c.timers |= timerBackup
-		c.backupTimer.Start(time.Duration(c.backupMs)*time.Millisecond, 0, false, fireBackup, c)
+		// Inline: on timerq's goroutine, the backup is written as soon as
+		// it wakes (a goroutine of its own could wait for a P); issue
+		// dials on a goroutine of its own if it must.
+		c.backupTimer.Start(time.Duration(c.backupMs)*time.Millisecond, 0, true, fireBackup, c)
 	}
 	return 0, ""
 }
@@ -511,11 +514,12 @@ func (c *call) issue(a *attempt) {
 		c.onFailure(a, code, errno.Text(code, fmt.Sprintf("Fail to select server from %s: %v", c.s.describe(), err)), false)
 		return
 	}
-	if a == &c.first && !c.s.ready(a) {
+	if (a == &c.first || a.backup) && !c.s.ready(a) {
 		// Connecting happens on another goroutine: an asynchronous
 		// CallMethod returns to its caller at once, as brpc's does, and a
 		// synchronous one returns when the call ends (its deadline, its
-		// context's cancellation, StartCancel), not when the dial gives up.
+		// context's cancellation, StartCancel), not when the dial gives up;
+		// a backup is sent from the timer goroutine, which must not wait.
 		c.mu.Lock()
 		c.issuing++
 		c.mu.Unlock()

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -130,6 +132,10 @@ type Result struct {
 	Total   Summary  // all of them
 	// BackupVarPrefix is the channel's variable prefix (rpc_channel_<n>).
 	BackupVarPrefix string
+	// BackupLatenessUs is how long after its due time each backup left,
+	// in µs, over the channel's <prefix>_backup_lateness window (its last
+	// 10 s); -1 where no backup was sent.
+	BackupLatenessUs struct{ Avg, P90, P99, P999, Max int64 }
 	// FirstError is the text of the first failed call, if any.
 	FirstError string
 
@@ -399,6 +405,16 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	done := min(ticks-1, slots) // seconds whose end was snapshotted
 	mu.Unlock()
 	res := &Result{BackupVarPrefix: prefix}
+	// Read while the channel still exposes it (it is closed on return).
+	for name, v := range map[string]*int64{"latency": &res.BackupLatenessUs.Avg, "latency_90": &res.BackupLatenessUs.P90,
+		"latency_99": &res.BackupLatenessUs.P99, "latency_999": &res.BackupLatenessUs.P999, "max_latency": &res.BackupLatenessUs.Max} {
+		*v = -1
+		if d, ok := bvar.Describe(prefix + "_backup_lateness_" + name); ok {
+			if n, err := strconv.ParseInt(strings.TrimSpace(d), 10, 64); err == nil {
+				*v = n
+			}
+		}
+	}
 	if p := firstErr.Load(); p != nil {
 		res.FirstError = *p
 	}

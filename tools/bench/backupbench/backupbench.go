@@ -28,11 +28,9 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
-	"strconv"
 	"strings"
 	"time"
 
-	"github.com/gobrpc/gobrpc/bvar"
 	"github.com/gobrpc/gobrpc/channel"
 	"github.com/gobrpc/gobrpc/testsupport/loadtest"
 )
@@ -211,26 +209,12 @@ func steady(ctx context.Context, out io.Writer) error {
 	fmt.Fprintln(out, "backup lateness: how long after its due time (call start + backup delay) each backup left, in µs,")
 	fmt.Fprintln(out, "from the channel's <prefix>_backup_lateness LatencyRecorder (its last 10 s). Target p99 <= 200 µs.")
 	for _, i := range []int{1, 2} {
-		p := results[i].BackupVarPrefix + "_backup_lateness_"
-		p99 := varInt(p + "latency_99")
+		l := results[i].BackupLatenessUs
 		fmt.Fprintf(out, "%-28s avg %5d  p90 %5d  p99 %5d  p99.9 %5d  max %5d: %s\n", modes[i].name,
-			varInt(p+"latency"), varInt(p+"latency_90"), p99, varInt(p+"latency_999"), varInt(p+"max_latency"), verdict(p99 >= 0 && p99 <= 200))
+			l.Avg, l.P90, l.P99, l.P999, l.Max, verdict(l.P99 >= 0 && l.P99 <= 200))
 	}
 	fmt.Fprintln(out)
 	return nil
-}
-
-// varInt reads an integer bvar (-1 when there is none).
-func varInt(name string) int64 {
-	s, ok := bvar.Describe(name)
-	if !ok {
-		return -1
-	}
-	v, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
-	if err != nil {
-		return -1
-	}
-	return v
 }
 
 func ratio(a, b int64) float64 {
