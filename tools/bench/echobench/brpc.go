@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -228,15 +229,58 @@ func (s *brpcServer) end() (usage, error) {
 // attachment, with no deadline unless -timeout_ms is set (brpc's
 // -timeout_ms=-1), no retry (-max_retry=0, as every client here), and
 // -dont_fail: a failed call aborts it, which the driver reports.
-func startBrpcClient(addr string, callers, payload int) (*brpcProc, error) {
+func startBrpcClient(addr string, callers, payload int, connType string, dummyPort int) (*brpcProc, error) {
 	timeout := -1
 	if *timeoutMs > 0 {
 		timeout = *timeoutMs
 	}
+	if connType == "" {
+		connType = "single"
+	}
 	return startBrpcProc("echo_client", nil,
 		"-thread_num", strconv.Itoa(callers), "-use_bthread=true",
 		"-request_size", strconv.Itoa(payload), "-attachment_size", "0",
-		"-server", addr, "-timeout_ms="+strconv.Itoa(timeout), "-max_retry=0", "-dont_fail")
+		"-server", addr, "-timeout_ms="+strconv.Itoa(timeout), "-max_retry=0", "-dont_fail",
+		"-connection_type="+connType, "-dummy_port="+strconv.Itoa(dummyPort))
+}
+
+// brpcClientPercentiles reads p99 and p99.9 from echo_client's own
+// LatencyRecorder ("client") on its dummy server's /vars: over its window
+// (bvar's 10 s, so the warm-up is in it), not exactly the measured one.
+func brpcClientPercentiles(dummyPort int) (p99, p999 time.Duration, err error) {
+	read := func(name string) (time.Duration, error) {
+		// As curl asks: brpc's /vars answers a Go client's default request
+		// (gzip accepted, Go's user agent) with "Fail to find any bvar".
+		hc := http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableCompression: true}}
+		req, err := http.NewRequest("GET", "http://127.0.0.1:"+strconv.Itoa(dummyPort)+"/vars/"+name, nil)
+		if err != nil {
+			return 0, err
+		}
+		req.Header.Set("User-Agent", "curl/8")
+		r, err := hc.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		defer r.Body.Close()
+		b, err := io.ReadAll(r.Body)
+		if err != nil {
+			return 0, err
+		}
+		text := strings.TrimSpace(string(b)) // "client_latency_99 : 123"
+		if i := strings.LastIndexByte(text, ':'); i >= 0 {
+			text = strings.TrimSpace(text[i+1:])
+		}
+		us, err := strconv.ParseInt(text, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/vars/%s: %q", name, b)
+		}
+		return time.Duration(us) * time.Microsecond, nil
+	}
+	if p99, err = read("client_latency_99"); err != nil {
+		return 0, 0, err
+	}
+	p999, err = read("client_latency_999")
+	return p99, p999, err
 }
 
 // brpcClientLine matches echo_client's line of each second, such as
@@ -322,7 +366,11 @@ func runBrpcClient(fw string, sc scenario, srvProfile string) (runResult, error)
 		return res, err
 	}
 	defer srv.stop()
-	cl, err := startBrpcClient(srv.address(), sc.callers, sc.payload)
+	dummyPort, err := freePort()
+	if err != nil {
+		return res, err
+	}
+	cl, err := startBrpcClient(srv.address(), sc.callers, sc.payload, clientFrameworks[fw].connType, dummyPort)
 	if err != nil {
 		return res, err
 	}
@@ -351,6 +399,12 @@ func runBrpcClient(fw string, sc scenario, srvProfile string) (runResult, error)
 		return res, failed(err.Error())
 	}
 	res.cli = usage{cpu: c1 - c0, noMallocs: true}
+	// Before the server's end: the client quits with it.
+	if p99, p999, err := brpcClientPercentiles(dummyPort); err == nil {
+		res.p99, res.p999 = p99, p999
+	} else {
+		fmt.Fprintf(os.Stderr, "echobench: brpc's echo_client percentiles: %v\n", err)
+	}
 	if res.srv, err = srv.end(); err != nil {
 		return res, err
 	}

@@ -149,7 +149,7 @@ func TestReportWithBrpc(t *testing.T) {
 	printScenario(&b, sc, fws, res)
 	printSummary(&b, []scenario{sc}, fws, map[scenario]map[string][]runResult{sc: res})
 	out := b.String()
-	for _, want := range []string{"QPS/brpc", "== summary: QPS (x brpc)", "== summary: avg µs (x brpc)", "p50/p99/p999 are -"} {
+	for _, want := range []string{"QPS/brpc", "== summary: QPS (x brpc)", "== summary: avg µs (x brpc)", "== summary: p99 µs (x brpc)", "no p50 (-)"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q:\n%s", want, out)
 		}
@@ -163,11 +163,11 @@ func TestReportWithBrpc(t *testing.T) {
 		seen[f[0]] = true
 		switch f[0] {
 		case "brpc-brpc":
-			// QPS avg p50 p99 p999: the percentiles are not measured.
-			if f[1] != "40000" || f[2] != "80.0" || f[3] != "-" || f[4] != "-" || f[5] != "-" {
+			// QPS avg p50 p99 p999: no p50; p99 and p999 from its recorder.
+			if f[1] != "40000" || f[2] != "80.0" || f[3] != "-" || f[4] != "120.0" || f[5] != "200.0" {
 				t.Errorf("brpc-brpc row %q", l)
 			}
-			if !strings.Contains(l, "- (-+-)") || !strings.HasSuffix(l, "1.00     1.00     1.00") {
+			if !strings.Contains(l, "- (-+-)") || !strings.HasSuffix(l, "1.00     1.00     1.00     1.00") {
 				t.Errorf("brpc-brpc row %q: want allocations - (-+-) and ratios 1.00 to itself", l)
 			}
 		case "gobrpc-brpc":

@@ -200,6 +200,8 @@ func seriesStyle(fw string) style {
 		return style{"#ff7f0e", "", "brpc -> brpc"}
 	case "brpc-gobrpc":
 		return style{"#8c564b", "", "brpc -> gobrpc"}
+	case "brpc-brpc-pooled":
+		return style{"#ff7f0e", ` stroke-dasharray="5,4"`, "brpc -> brpc (pooled)"}
 	}
 	return style{"#000", "", fw}
 }

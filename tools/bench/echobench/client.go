@@ -33,6 +33,8 @@ type client interface {
 type clientFramework struct {
 	server string
 	dial   func(addr string, timeout time.Duration) (client, error)
+	// connType is brpc's echo_client -connection_type ("": single).
+	connType string
 }
 
 // needsBrpc tells whether the framework runs one of brpc's example
@@ -49,10 +51,13 @@ var clientFrameworks = map[string]clientFramework{
 	"gobrpc-brpc":   {server: brpcServerRole, dial: dialGobrpcExample},
 	"brpc-brpc":     {server: brpcServerRole},
 	"brpc-gobrpc":   {server: "gobrpc"},
+	// brpc's echo_client with -connection_type=pooled: one connection per
+	// caller in flight, as gobrpc-pooled.
+	"brpc-brpc-pooled": {server: brpcServerRole, connType: "pooled"},
 }
 
 // frameworkNames lists clientFrameworks in the order of the help.
-var frameworkNames = []string{"gobrpc-single", "gobrpc-pooled", "gobrpc-ctx", "grpc", "netrpc", "rawtcp", "gobrpc-brpc", "brpc-brpc", "brpc-gobrpc"}
+var frameworkNames = []string{"gobrpc-single", "gobrpc-pooled", "gobrpc-ctx", "grpc", "netrpc", "rawtcp", "gobrpc-brpc", "brpc-brpc", "brpc-brpc-pooled", "brpc-gobrpc"}
 
 var errEcho = errors.New("the response is not the request's payload")
 

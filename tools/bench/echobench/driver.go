@@ -42,7 +42,12 @@ func (r runResult) qps() float64 { return float64(r.calls) / r.elapsed.Seconds()
 // percentiles are p50, p99 and p999 in µs, NaN when not measured.
 func (r runResult) percentiles() (p50, p99, p999 float64) {
 	if r.external {
-		return math.NaN(), math.NaN(), math.NaN()
+		// brpc's client: its own LatencyRecorder's p99 and p99.9 (no p50).
+		p99, p999 = math.NaN(), math.NaN()
+		if r.p99 > 0 {
+			p99, p999 = us(r.p99), us(r.p999)
+		}
+		return math.NaN(), p99, p999
 	}
 	return us(r.p50), us(r.p99), us(r.p999)
 }

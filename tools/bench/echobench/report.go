@@ -146,14 +146,16 @@ func printLegend(w io.Writer, fws []string) {
 	}
 	if brpc {
 		fmt.Fprintln(w, "client-server pairs with C++ brpc (multi_threaded_echo_c++ of "+brpcDirEnv+"): gobrpc-brpc = gobrpc client (single connection) -> brpc echo_server,")
-		fmt.Fprintln(w, "  brpc-brpc = brpc echo_client -> brpc echo_server, brpc-gobrpc = brpc echo_client -> gobrpc server; brpc's CPU from /proc/PID/stat, its allocations not measured (-).")
+		fmt.Fprintln(w, "  brpc-brpc = brpc echo_client -> brpc echo_server (brpc-brpc-pooled: -connection_type=pooled), brpc-gobrpc = brpc echo_client -> gobrpc server;")
+		fmt.Fprintln(w, "  brpc's CPU from /proc/PID/stat, its allocations not measured (-).")
 	}
 	if ext {
 		fmt.Fprintln(w, "brpc echo_client rows: QPS = median of its per-second qps within the window, avg µs = the mean of its per-second average latencies weighted by")
-		fmt.Fprintln(w, "  their qps; it reports no percentiles: p50/p99/p999 are -.")
+		fmt.Fprintln(w, "  their qps; p99/p999 are its own LatencyRecorder's (client_latency_99/_999 on its dummy server, over bvar's 10 s window, warm-up")
+		fmt.Fprintln(w, "  included), read at the end of the window; no p50 (-).")
 	}
 	if slices.Contains(fws, brpcBase) {
-		fmt.Fprintln(w, "QPS/brpc, avg/brpc, CPU/brpc: the ratio to brpc-brpc's row of the scenario.")
+		fmt.Fprintln(w, "QPS/brpc, avg/brpc, p99/brpc, CPU/brpc: the ratio to brpc-brpc's row of the scenario.")
 	}
 }
 
@@ -163,7 +165,7 @@ func printScenario(w io.Writer, sc scenario, fws []string, res map[string][]runR
 	fmt.Fprintf(w, "%-14s %9s %8s %8s %9s %9s  %-21s  %-21s %8s %8s %8s %8s",
 		"framework", "QPS", "avg µs", "p50 µs", "p99 µs", "p999 µs", "CPU s/100k (cli+srv)", "allocs/call (cli+srv)", "QPS/grpc", "p50/grpc", "p99/grpc", "CPU/grpc")
 	if withBrpc {
-		fmt.Fprintf(w, " %8s %8s %8s", "QPS/brpc", "avg/brpc", "CPU/brpc")
+		fmt.Fprintf(w, " %8s %8s %8s %8s", "QPS/brpc", "avg/brpc", "p99/brpc", "CPU/brpc")
 	}
 	fmt.Fprintln(w)
 	var g, b summary
@@ -181,7 +183,7 @@ func printScenario(w io.Writer, sc scenario, fws []string, res map[string][]runR
 			fmt.Sprintf("%5s (%s+%s)", fmtF(s.al, 1), fmtF(s.alCli, 1), fmtF(s.alSrv, 1)),
 			ratio(s.qps, g.qps), ratio(s.p50, g.p50), ratio(s.p99, g.p99), ratio(s.cpu, g.cpu))
 		if withBrpc {
-			fmt.Fprintf(w, " %8s %8s %8s", ratio(s.qps, b.qps), ratio(s.avg, b.avg), ratio(s.cpu, b.cpu))
+			fmt.Fprintf(w, " %8s %8s %8s %8s", ratio(s.qps, b.qps), ratio(s.avg, b.avg), ratio(s.p99, b.p99), ratio(s.cpu, b.cpu))
 		}
 		fmt.Fprintln(w)
 		if s.errors > 0 {
@@ -211,7 +213,7 @@ func printSummary(w io.Writer, scs []scenario, fws []string, res map[scenario]ma
 		tables = append(tables, struct {
 			base, name string
 			measures   []measure
-		}{brpcBase, "brpc", []measure{qps, avg}})
+		}{brpcBase, "brpc", []measure{qps, avg, p99}})
 	}
 	for _, t := range tables {
 		for _, m := range t.measures {
