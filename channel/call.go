@@ -168,8 +168,10 @@ type attempt struct {
 	selected bool
 	fedBack  bool
 	// callerReads: sent from a synchronous caller's goroutine, which may
-	// then read the response itself.
+	// then read the response itself. noDial: sent from where a dial must
+	// not wait (see issue).
 	callerReads bool
+	noDial      bool
 	// For rpcz: when it ended and how.
 	end       time.Time
 	code      int32
@@ -514,23 +516,31 @@ func (c *call) issue(a *attempt) {
 		c.onFailure(a, code, errno.Text(code, fmt.Sprintf("Fail to select server from %s: %v", c.s.describe(), err)), false)
 		return
 	}
-	if (a == &c.first || a.backup) && !c.s.ready(a) {
-		// Connecting happens on another goroutine: an asynchronous
-		// CallMethod returns to its caller at once, as brpc's does, and a
-		// synchronous one returns when the call ends (its deadline, its
-		// context's cancellation, StartCancel), not when the dial gives up;
-		// a backup is sent from the timer goroutine, which must not wait.
-		c.mu.Lock()
-		c.issuing++
-		c.mu.Unlock()
-		go func() {
-			defer c.issued()
-			c.s.send(c, a)
-		}()
-		return
+	// Connecting happens on another goroutine: an asynchronous
+	// CallMethod returns to its caller at once, as brpc's does, and a
+	// synchronous one returns when the call ends (its deadline, its
+	// context's cancellation, StartCancel), not when the dial gives up; a
+	// backup is sent from the timer goroutine, which must never wait.
+	if a == &c.first || a.backup {
+		if !c.s.ready(a) {
+			c.sendLater(a)
+			return
+		}
+		a.noDial = true // the sender may still find the connection gone
 	}
 	a.callerReads = a == &c.first && c.done == nil
 	c.s.send(c, a)
+}
+
+// sendLater sends a on a goroutine of its own, where a dial may wait.
+func (c *call) sendLater(a *attempt) {
+	c.mu.Lock()
+	c.issuing++
+	c.mu.Unlock()
+	go func() {
+		defer c.issued()
+		c.s.send(c, a)
+	}()
 }
 
 func selectErrno(err error) controller.Errno {

@@ -89,8 +89,19 @@ func (ch *Channel) send(c *call, a *attempt) {
 			connectTimeout, cutByDeadline = left, true
 		}
 	}
-	conn, err := ep.Acquire(connectTimeout)
-	if err != nil {
+	var conn *transport.ClientConn
+	var err error
+	if a.noDial {
+		// A first attempt or a backup never dials where it is sent from
+		// (a caller's goroutine, the timer goroutine): if the connection
+		// the endpoint had is gone, the dial goes to a goroutine of its own.
+		var ok bool
+		if conn, ok = ep.TryAcquire(); !ok {
+			a.noDial, a.callerReads = false, false // the goroutine is not the caller
+			c.sendLater(a)
+			return
+		}
+	} else if conn, err = ep.Acquire(connectTimeout); err != nil {
 		code := transport.ErrnoOf(err)
 		var cerr *transport.CredentialError
 		credential := errors.As(err, &cerr)

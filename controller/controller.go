@@ -110,6 +110,8 @@ type BackupPolicy interface {
 	GetBackupRequestMs(cntl *Controller) int32
 	// DoBackup is asked when the delay expires: false vetoes the backup
 	// (the RPC keeps waiting for its first attempt until the deadline).
+	// It runs on the process's timer goroutine, as brpc's runs on its
+	// timer thread: it must answer at once, never wait.
 	DoBackup(cntl *Controller) bool
 	// OnRPCEnd runs exactly once when the RPC ends, success or not.
 	OnRPCEnd(cntl *Controller)

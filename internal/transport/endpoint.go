@@ -115,6 +115,33 @@ func (e *Endpoint) setSingle(c *ClientConn) {
 	e.current.Store(c)
 }
 
+// TryAcquire is Acquire without dialing: it returns a connection only if
+// one is open (and, pooled, idle) now. Ready may have said so and the
+// connection be found closed since: then ok is false and the caller dials
+// (Acquire) where it may wait.
+func (e *Endpoint) TryAcquire() (c *ClientConn, ok bool) {
+	switch e.opts.ConnType {
+	case Pooled:
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		for n := len(e.idle); n > 0 && !e.closed; n = len(e.idle) {
+			c := e.idle[n-1]
+			e.idle = e.idle[:n-1]
+			e.nidle.Store(int32(len(e.idle)))
+			if c.Healthy() {
+				return c, true
+			}
+			delete(e.live, c)
+			c.Close()
+		}
+		return nil, false
+	case Short:
+		return nil, false
+	}
+	c = e.currentSingle()
+	return c, c != nil
+}
+
 // Acquire returns a connection ready for one request. connectTimeout <= 0
 // means no limit. Pooled and short connections are exclusive to the
 // caller until Release.
