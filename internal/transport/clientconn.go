@@ -33,8 +33,8 @@ type ResponseHandler interface {
 // the caller, a wake-up of another thread on every call (which on a
 // 2-core machine costs about a third of a round trip). While attempts of
 // other callers wait, a background reader goroutine reads instead; while
-// nothing waits, nobody reads, and Healthy checks a connection that has
-// been quiet before it is used again.
+// nothing waits, nobody reads, and Healthy looks (without reading) at a
+// connection nobody reads before it is used again.
 type ClientConn struct {
 	conn *Conn
 	ep   *Endpoint
@@ -190,12 +190,6 @@ func (c *ClientConn) RemoteAddr() net.Addr { return c.conn.remote }
 // LocalAddr is this end of the connection.
 func (c *ClientConn) LocalAddr() net.Addr { return c.conn.local }
 
-// quietCheck: a connection nobody has read for this long is checked
-// before it is used again (Healthy), so that a server's close while it
-// was quiet (an idle timeout, a restart) costs a reconnect, not a failed
-// call.
-const quietCheck = time.Millisecond
-
 // Healthy reports whether the connection can carry requests.
 func (c *ClientConn) Healthy() bool {
 	if c.closed.Load() || !c.conn.Active() {
@@ -206,12 +200,16 @@ func (c *ClientConn) Healthy() bool {
 		c.mu.Unlock()
 		return false
 	}
-	if c.reader != noReader || time.Now().UnixNano()-c.conn.lastRead.Load() < int64(quietCheck) {
+	if c.reader != noReader {
 		c.mu.Unlock()
 		return true
 	}
 	// Nobody reads it (nothing is pending), so nobody has seen what the
-	// server sent meanwhile: look, without reading.
+	// server sent since the last response (a caller stops reading right
+	// after its own): look, without reading, so that a server's close (an
+	// idle timeout, a restart, a close right after answering) costs a
+	// reconnect, not a failed call. One non-blocking recv per call that
+	// finds nobody reading.
 	alive := c.conn.peekAlive()
 	c.mu.Unlock()
 	if !alive {
