@@ -1222,14 +1222,20 @@ func TestMaliciousNeverReads(t *testing.T) {
 		ch, stub := malChannel(t, s.addr(), "", nil)
 		before := malHeap()
 		seen := map[controller.Errno]int{}
-		for range 5 { // 80 MiB
+		for i := range 6 { // 96 MiB
 			cntl := controller.New()
 			// Long enough to copy 16 MiB into the queue on a starved
 			// machine (that takes up to 80 ms here): a call is to fail by
 			// EOVERCROWDED, not by a deadline that passed while queueing.
+			// The first also connects: a call whose deadline passes while
+			// it connects writes nothing, and the others must still fill
+			// the limit (so one more call than 64 MiB needs).
 			cntl.SetTimeoutMs(300)
+			if i == 0 {
+				cntl.SetTimeoutMs(1000)
+			}
 			cntl.RequestAttachment().Write(big)
-			malCall(t, stub, cntl, "x", 300*time.Millisecond+malSlack)
+			malCall(t, stub, cntl, "x", time.Second+malSlack)
 			seen[cntl.ErrorCode()]++
 		}
 		held := int64(malHeap()) - int64(before)
