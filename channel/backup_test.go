@@ -82,6 +82,38 @@ func TestBackupAvoidsTheFirstServer(t *testing.T) {
 	assert.Equal(t, strconv.Itoa(backedUp), v)
 }
 
+// Every backup sent records how late it left in <prefix>_backup_lateness
+// (a LatencyRecorder): one sample per backup, never negative (a backup
+// never leaves early).
+func TestBackupLatenessRecorded(t *testing.T) {
+	c := startCluster(t, 2)
+	c.svcs[0].Delay.Store(int64(200 * time.Millisecond))
+	ch := clusterChannel(t, c.listURL(), "rr", func(o *channel.Options) { o.BackupRequestMs = 10; o.TimeoutMs = 1000 })
+	stub := testpb.NewEchoServiceStub(ch)
+	_, ok := bvar.Describe(ch.BackupVarPrefix() + "_backup_lateness_latency")
+	assert.False(t, ok, "made with the first backup")
+	backups := 0
+	for range 6 {
+		cntl := controller.New()
+		echo(stub, cntl, "hi")
+		require.NoError(t, cntl.Err())
+		if cntl.HasBackupRequest() {
+			backups++
+		}
+	}
+	require.Positive(t, backups)
+	count, ok := bvar.Describe(ch.BackupVarPrefix() + "_backup_lateness_count")
+	require.True(t, ok)
+	assert.Equal(t, strconv.Itoa(backups), count)
+	maxLate, _ := bvar.Describe(ch.BackupVarPrefix() + "_backup_lateness_max_latency")
+	n, err := strconv.Atoi(maxLate)
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, n, 0)
+	require.NoError(t, ch.Close())
+	_, ok = bvar.Describe(ch.BackupVarPrefix() + "_backup_lateness_latency")
+	assert.False(t, ok, "hidden with the channel")
+}
+
 // A veto sends nothing and the call still ends at TimeoutMs.
 func TestBackupVetoKeepsTheDeadline(t *testing.T) {
 	c := startCluster(t, 2)
