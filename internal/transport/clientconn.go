@@ -190,6 +190,17 @@ func (c *ClientConn) RemoteAddr() net.Addr { return c.conn.remote }
 // LocalAddr is this end of the connection.
 func (c *ClientConn) LocalAddr() net.Addr { return c.conn.local }
 
+// usable reports whether the connection is neither closed nor broken,
+// without looking at the socket (see Healthy).
+func (c *ClientConn) usable() bool {
+	if c.closed.Load() || !c.conn.Active() {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return !c.broken
+}
+
 // Healthy reports whether the connection can carry requests.
 func (c *ClientConn) Healthy() bool {
 	if c.closed.Load() || !c.conn.Active() {

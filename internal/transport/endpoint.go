@@ -86,7 +86,8 @@ func (e *Endpoint) Addr() string { return e.addr }
 func (e *Endpoint) ConnType() ConnType { return e.opts.ConnType }
 
 // Ready reports whether Acquire would return at once, without dialing: a
-// single connection is open, or a pooled one is idle.
+// single connection is open, or a pooled one is idle. It is a hint (it
+// does not look at the socket, see ClientConn.Healthy): TryAcquire tells.
 func (e *Endpoint) Ready() bool {
 	switch e.opts.ConnType {
 	case Pooled:
@@ -94,7 +95,8 @@ func (e *Endpoint) Ready() bool {
 	case Short:
 		return false
 	}
-	return e.currentSingle() != nil
+	c := e.current.Load()
+	return c != nil && c.usable()
 }
 
 // currentSingle is the open single connection, or nil.
@@ -286,7 +288,7 @@ func (e *Endpoint) Release(c *ClientConn, reusable bool) {
 		if reusable && c.deferRelease() {
 			return // given back when its caller stops reading
 		}
-		if reusable && c.Healthy() {
+		if reusable && c.usable() { // the next Acquire looks at the socket
 			e.mu.Lock()
 			if !e.closed && len(e.idle) < e.opts.MaxIdle {
 				e.idle = append(e.idle, c)
