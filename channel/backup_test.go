@@ -102,9 +102,13 @@ func TestBackupLatenessRecorded(t *testing.T) {
 		}
 	}
 	require.Positive(t, backups)
-	count, ok := bvar.Describe(ch.BackupVarPrefix() + "_backup_lateness_count")
-	require.True(t, ok)
-	assert.Equal(t, strconv.Itoa(backups), count)
+	// Recorded once the backup is written, on the timer goroutine: its
+	// answer may end the call a moment before.
+	var count string
+	require.Eventually(t, func() bool {
+		count, _ = bvar.Describe(ch.BackupVarPrefix() + "_backup_lateness_count")
+		return count == strconv.Itoa(backups)
+	}, 5*time.Second, time.Millisecond, "backups %d, lateness samples %s", backups, count)
 	maxLate, _ := bvar.Describe(ch.BackupVarPrefix() + "_backup_lateness_max_latency")
 	n, err := strconv.Atoi(maxLate)
 	require.NoError(t, err)
