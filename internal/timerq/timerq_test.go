@@ -66,6 +66,7 @@ func TestDueOrder(t *testing.T) {
 	var order []int
 	var wg sync.WaitGroup
 	wg.Add(n)
+	when := make([]int64, n) // when each is due: starting them takes time too
 	for i := n - 1; i >= 0; i-- { // the latest first
 		timers[i].Start(time.Duration(i)*time.Millisecond+5*time.Millisecond, 0, true, func(arg any) {
 			mu.Lock()
@@ -73,9 +74,12 @@ func TestDueOrder(t *testing.T) {
 			mu.Unlock()
 			wg.Done()
 		}, i)
+		queue.mu.Lock()
+		when[i] = timers[i].when
+		queue.mu.Unlock()
 	}
 	wg.Wait()
-	assert.True(t, sort.IntsAreSorted(order), "%v", order)
+	assert.True(t, sort.SliceIsSorted(order, func(a, b int) bool { return when[order[a]] < when[order[b]] }), "%v", order)
 }
 
 // Many goroutines arm, re-arm and stop timers at once (run with -race);
