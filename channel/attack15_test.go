@@ -417,10 +417,11 @@ func TestAttack15ServerClosesAfterAnswer(t *testing.T) {
 }
 
 // a15Gap lets the FIN the server sent reach the client (loopback delivers
-// it from a softirq that may run a moment after close returns): without
-// it, a call may start before the close is visible at all, which no
-// client can tell (1 call in 20-100 under -race here).
-var a15Gap = 500 * time.Microsecond
+// it from a softirq that may run a while after close returns, later still
+// on a busy machine: 500 µs failed 1 run in 10 with a core kept busy):
+// without it, a call may start before the close is visible at all, which
+// no client can tell.
+var a15Gap = 20 * time.Millisecond
 
 // TestAttack15RawPeerOddAnswers: a server that answers each request twice,
 // precedes the answer with one for an unknown id and one for the previous
