@@ -66,7 +66,7 @@ func TestDueOrder(t *testing.T) {
 	var order []int
 	var wg sync.WaitGroup
 	wg.Add(n)
-	when := make([]int64, n) // when each is due: starting them takes time too
+	when := make([]int64, n)      // when each is due: starting them takes time too
 	for i := n - 1; i >= 0; i-- { // the latest first
 		timers[i].Start(time.Duration(i)*time.Millisecond+5*time.Millisecond, 0, true, func(arg any) {
 			mu.Lock()

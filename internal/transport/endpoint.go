@@ -150,23 +150,15 @@ func (e *Endpoint) TryAcquire() (c *ClientConn, ok bool) {
 func (e *Endpoint) Acquire(connectTimeout time.Duration) (*ClientConn, error) {
 	switch e.opts.ConnType {
 	case Pooled:
+		if c, ok := e.TryAcquire(); ok {
+			return c, nil
+		}
 		e.mu.Lock()
-		if e.closed {
-			e.mu.Unlock()
+		closed := e.closed
+		e.mu.Unlock()
+		if closed {
 			return nil, ErrEndpointClosed
 		}
-		for n := len(e.idle); n > 0; n = len(e.idle) {
-			c := e.idle[n-1]
-			e.idle = e.idle[:n-1]
-			e.nidle.Store(int32(len(e.idle)))
-			if c.Healthy() {
-				e.mu.Unlock()
-				return c, nil
-			}
-			delete(e.live, c)
-			c.Close()
-		}
-		e.mu.Unlock()
 		return e.dialTracked(connectTimeout)
 	case Short:
 		return e.dialTracked(connectTimeout)
