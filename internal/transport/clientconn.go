@@ -349,6 +349,14 @@ func (c *ClientConn) Write(head, body []byte) error {
 	return c.conn.Write(head, body, c.inflight.Load() > 1)
 }
 
+// WriteNow is Write for a writer that must not wait for other goroutines
+// (the timer goroutine sending a backup): it never yields to let others
+// batch with it. If another writer owns the socket, the frame is queued
+// behind its batch, as with Write.
+func (c *ClientConn) WriteNow(head, body []byte) error {
+	return c.conn.Write(head, body, false)
+}
+
 // Close closes the connection; waiting attempts fail with EFAILEDSOCKET.
 func (c *ClientConn) Close() {
 	if c.closed.Swap(true) {
