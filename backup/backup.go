@@ -15,6 +15,12 @@
 //
 // Or, per channel without code: opts.BackupRequestMaxRatio = 0.05; or per
 // process: --backup_request_max_ratio=0.05.
+//
+// AdaptivePolicy needs no delay: it sends backups at the latency
+// percentile that matches the extra load accepted (MaxExtraLoad 0.05:
+// after the p95), held to that share of the completed calls every second.
+// opts.BackupRequestMaxExtraLoad = 0.05, or
+// --backup_request_max_extra_load=0.05, builds one per channel.
 package backup
 
 import (
@@ -59,6 +65,18 @@ var (
 				return errors.New("must be >= 1")
 			}
 			return nil
+		})
+	// MaxExtraLoadFlag is -backup_request_max_extra_load: -1 (off) or
+	// (0, 1], used by channels whose Options set neither a policy, nor a
+	// ratio, nor BackupRequestMaxExtraLoad: they build an AdaptivePolicy
+	// with this MaxExtraLoad (no backup_request_ms needed).
+	MaxExtraLoadFlag = flags.DefineFloat64("backup_request_max_extra_load", -1,
+		"Send backups with a delay picked from recent latencies so that at most this share of extra requests goes out, in (0, 1]; -1 means off",
+		func(v float64) error {
+			if v == -1 || (v > 0 && v <= 1) {
+				return nil
+			}
+			return errors.New("must be -1 or in (0, 1]")
 		})
 	// StrictFlag is -backup_request_ratio_strict, read when a channel
 	// builds its policy: see RateLimitedOptions.Strict.

@@ -62,8 +62,7 @@ type RateLimitedPolicy struct {
 	cachedRatio          atomic.Uint64 // float64 bits
 	refreshDue           atomic.Bool   // set by the sampler once per update interval
 	lastRefreshNs        int64         // sampler goroutine only
-	budget               atomic.Int64  // strict: backups left this second, in budgetUnit
-	deposit              int64         // strict: what one completed RPC earns, in budgetUnit
+	budget               *secondBudget // strict: backups left this second
 	refreshes            atomic.Int64  // how many times the ratio was recomputed
 	ratioVar, budgetVar  *bvar.PassiveStatus[float64]
 	closed               atomic.Bool
@@ -106,8 +105,8 @@ func NewRateLimitedPolicy(o RateLimitedOptions) (*RateLimitedPolicy, error) {
 		return nil, err
 	}
 	p.refreshDue.Store(true) // the first call computes the ratio, as brpc's
-	p.deposit = int64(o.MaxBackupRatio * budgetUnit)
-	p.budget.Store(budgetUnit) // strict: one backup until the first tick
+	p.budget = newSecondBudget(o.MaxBackupRatio)
+	p.budget.startWithOne() // strict: one backup until the first tick
 	p.hook = bvar.NewSampleHook(p.tick)
 	if o.Name != "" {
 		if p.ratioVar, err = bvar.NewPassiveStatus(o.Name+"_backup_ratio", p.Ratio); err != nil {
@@ -116,7 +115,7 @@ func NewRateLimitedPolicy(o RateLimitedOptions) (*RateLimitedPolicy, error) {
 		}
 		if o.Strict {
 			if p.budgetVar, err = bvar.NewPassiveStatus(o.Name+"_backup_budget",
-				func() float64 { return float64(max(p.budget.Load(), 0)) / budgetUnit }); err != nil {
+				p.budget.backups); err != nil {
 				p.Close()
 				return nil, err
 			}
@@ -124,10 +123,6 @@ func NewRateLimitedPolicy(o RateLimitedOptions) (*RateLimitedPolicy, error) {
 	}
 	return p, nil
 }
-
-// budgetUnit is one backup in the strict budget, which counts fractions:
-// each completed RPC deposits MaxBackupRatio of a backup.
-const budgetUnit = 1 << 20
 
 // tick runs once a second on the sampler, after the windows were sampled:
 // it marks the ratio due for a refresh once per update interval and, in
@@ -143,7 +138,7 @@ func (p *RateLimitedPolicy) tick(now time.Time) {
 		p.refreshDue.Store(true)
 	}
 	if p.opts.Strict {
-		p.budget.Store(budgetUnit)
+		p.budget.startWithOne()
 	}
 }
 
@@ -162,7 +157,7 @@ func (p *RateLimitedPolicy) DoBackup(*controller.Controller) bool {
 	if math.Float64frombits(p.cachedRatio.Load()) >= p.opts.MaxBackupRatio {
 		return false
 	}
-	if p.opts.Strict && (p.budget.Load() < budgetUnit || p.budget.Add(-budgetUnit) < 0) {
+	if p.opts.Strict && !p.budget.spend() {
 		return false
 	}
 	p.backups.Add(1)
@@ -191,7 +186,7 @@ func (p *RateLimitedPolicy) refresh() {
 func (p *RateLimitedPolicy) OnRPCEnd(*controller.Controller) {
 	p.total.Add(1)
 	if p.opts.Strict {
-		p.budget.Add(p.deposit)
+		p.budget.earn()
 	}
 }
 

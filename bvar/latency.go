@@ -216,6 +216,36 @@ func (r *LatencyRecorder) LatencyPercentile(p float64) int64 {
 	return out[0]
 }
 
+// RecentLatencies returns a copy of the most recent values: those
+// recorded since the last one-second sample, then whole seconds of the
+// window, newest first: at least minSeconds of them, and more until at
+// least minCount values are taken or the window is used up. Unlike the
+// window's percentiles it sees values at once (no wait for the first
+// seconds), and it follows a change within minSeconds at high rates.
+func (r *LatencyRecorder) RecentLatencies(minCount int64, minSeconds int) *LatencySnapshot {
+	return &LatencySnapshot{r.hist.recent(uint64(max(minCount, 1)), minSeconds)}
+}
+
+// LatencySnapshot is a copy of a LatencyRecorder's recent values (µs, in
+// buckets 1.6% wide; see RecentLatencies).
+type LatencySnapshot struct{ h *histSnapshot }
+
+// Count is how many values the snapshot holds.
+func (s *LatencySnapshot) Count() int64 { return int64(s.h.n) }
+
+// Percentile is the value that a share p of the values do not exceed,
+// 0 when empty.
+func (s *LatencySnapshot) Percentile(p float64) int64 {
+	if s.h.n == 0 {
+		return 0
+	}
+	return s.h.atRank(quantileRank(p, s.h.n))
+}
+
+// AtRank is the rank-th smallest value (1-based, clamped to [1, Count]),
+// 0 when empty.
+func (s *LatencySnapshot) AtRank(rank int64) int64 { return s.h.atRank(uint64(max(rank, 1))) }
+
 // LatencyPercentiles returns the 80th, 90th, 99th and 99.9th percentiles,
 // as brpc's latency_percentiles does.
 func (r *LatencyRecorder) LatencyPercentiles() [4]int64 {

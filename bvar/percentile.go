@@ -326,3 +326,85 @@ func quantileRank(p float64, total uint64) uint64 {
 	r := uint64(math.Ceil(p*float64(total) - 1e-9))
 	return min(max(r, 1), total)
 }
+
+// recent copies the most recent values into a histogram: those recorded
+// since the latest sample, then whole seconds of the window, newest first:
+// at least minSeconds of them, and more until at least minCount values
+// are taken or the window is used up. Taking only as much of the past as
+// needed lets a quantile follow a change within a few seconds at high
+// rates and still rest on enough values at low ones.
+func (h *percentileHist) recent(minCount uint64, minSeconds int) *histSnapshot {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := &histSnapshot{}
+	// Since the latest sample: the shards' growth over prev (everything,
+	// before the first sample).
+	for ci := range histChunks {
+		var cur histChunk
+		for s := range h.shards {
+			if c := h.shards[s].chunks[ci].Load(); c != nil {
+				for j := range c {
+					cur[j] += atomic.LoadUint64(&c[j])
+				}
+			}
+		}
+		if c := h.overflow.chunks[ci].Load(); c != nil {
+			for j := range c {
+				cur[j] += atomic.LoadUint64(&c[j])
+			}
+		}
+		for j, v := range cur {
+			if prev := h.prev[ci]; prev != nil {
+				v -= prev[j]
+			}
+			if v > 0 {
+				out.add(ci<<histSubBits+j, v)
+			}
+		}
+	}
+	// Then whole seconds, newest first.
+	held := min(max(h.seq-1, 0), h.size)
+	for back := 0; back < held && (back < minSeconds || out.n < minCount); back++ {
+		slot := (h.seq - 2 - back) % h.size
+		h.forEachDelta(h.deltas[slot], out.add)
+	}
+	return out
+}
+
+// histSnapshot is a copy of some of a histogram's values (see recent).
+type histSnapshot struct {
+	sum [histChunks]*histChunk
+	n   uint64
+}
+
+func (s *histSnapshot) add(i int, k uint64) {
+	ci := i >> histSubBits
+	if s.sum[ci] == nil {
+		s.sum[ci] = new(histChunk)
+	}
+	s.sum[ci][i&histChunkMask] += k
+	s.n += k
+}
+
+// atRank returns the rank-th smallest value (1-based, clamped to [1, n]),
+// interpolated within its bucket; 0 when empty.
+func (s *histSnapshot) atRank(rank uint64) int64 {
+	if s.n == 0 {
+		return 0
+	}
+	rank = min(max(rank, 1), s.n)
+	var below uint64
+	for ci := range histChunks {
+		c := s.sum[ci]
+		if c == nil {
+			continue
+		}
+		for j, k := range c {
+			if rank <= below+k {
+				return int64(bucketValue(ci<<histSubBits+j, rank-below, k, false, false, -1, -1))
+			}
+			below += k
+		}
+	}
+	return 0 // not reached: the counts sum to n
+}

@@ -203,3 +203,83 @@ func TestLatencyPercentileAccuracy(t *testing.T) {
 		})
 	}
 }
+
+func TestPercentileHistRecentQuantile(t *testing.T) {
+	h := newPercentileHist(3)
+	ns := func(s int) int64 { return int64(s) * 1e9 }
+
+	v, n := h.recentQuantile(0.5, 1, 0)
+	assert.Equal(t, uint64(0), n, "nothing recorded")
+	assert.Equal(t, int64(0), v)
+
+	// Before the first sample every value counts.
+	for range 10 {
+		h.record(1000)
+	}
+	v, n = h.recentQuantile(0.5, 100, 0)
+	assert.Equal(t, uint64(10), n)
+	assert.InDelta(t, 1000, float64(v), 1000.0/histSubBuckets)
+
+	h.takeSample(ns(0)) // baseline: the 10 values are before the window now
+	v, n = h.recentQuantile(0.5, 1, 0)
+	assert.Equal(t, uint64(0), n)
+
+	for range 100 {
+		h.record(1000) // second 1
+	}
+	h.takeSample(ns(1))
+	for range 100 {
+		h.record(5000) // second 2
+	}
+	h.takeSample(ns(2))
+	for range 50 {
+		h.record(9000) // since the latest sample
+	}
+	v, n = h.recentQuantile(0.5, 50, 0)
+	assert.Equal(t, uint64(50), n, "the unsampled values are enough")
+	assert.InDelta(t, 9000, float64(v), 9000.0/histSubBuckets)
+	v, n = h.recentQuantile(0.5, 51, 0)
+	assert.Equal(t, uint64(150), n, "then the newest second")
+	assert.InDelta(t, 5000, float64(v), 5000.0/histSubBuckets)
+	_, n = h.recentQuantile(0.5, 1, 2)
+	assert.Equal(t, uint64(250), n, "at least 2 whole seconds")
+	v, n = h.recentQuantile(0.1, 1000, 0)
+	assert.Equal(t, uint64(250), n, "at most the window")
+	assert.InDelta(t, 1000, float64(v), 1000.0/histSubBuckets)
+
+	// Seconds that left the window are not read.
+	h.takeSample(ns(3))
+	h.takeSample(ns(4))
+	h.takeSample(ns(5))
+	_, n = h.recentQuantile(0.5, 1000, 0)
+	assert.Equal(t, uint64(50), n, "only the 9000s are still in the 3 s window")
+	h.takeSample(ns(6))
+	_, n = h.recentQuantile(0.5, 1000, 0)
+	assert.Equal(t, uint64(0), n)
+}
+
+// recentQuantile is the value at rank ceil(p*N) of h.recent, and N.
+func (h *percentileHist) recentQuantile(p float64, minCount uint64, minSeconds int) (us int64, n uint64) {
+	s := h.recent(minCount, minSeconds)
+	if s.n == 0 {
+		return 0, 0
+	}
+	return s.atRank(quantileRank(p, s.n)), s.n
+}
+
+func TestLatencySnapshot(t *testing.T) {
+	r := newLatencyRecorder(10)
+	defer r.Close()
+	for range 90 {
+		r.RecordUs(1000)
+	}
+	for range 10 {
+		r.RecordUs(50_000)
+	}
+	s := r.RecentLatencies(1, 0)
+	assert.Equal(t, int64(100), s.Count())
+	assert.InDelta(t, 1000, float64(s.Percentile(0.9)), 1000.0/histSubBuckets)
+	assert.InDelta(t, 50_000, float64(s.Percentile(0.91)), 50_000.0/histSubBuckets)
+	assert.InDelta(t, 50_000, float64(s.AtRank(1000)), 50_000.0/histSubBuckets, "clamped")
+	assert.Equal(t, int64(0), (&LatencySnapshot{&histSnapshot{}}).Percentile(0.5))
+}

@@ -111,8 +111,8 @@ type call struct {
 	maxRetry       int
 	connectTimeout time.Duration
 
-	policy   backup.Policy // the effective backup policy, nil for none
-	backupMs int64         // the effective backup delay, -1 for none
+	policy      backup.Policy // the effective backup policy, nil for none
+	backupDelay time.Duration // the effective backup delay, -1 for none
 	// The deadline and the backup timers run on timerq's goroutine: the
 	// backup leaves within tens of µs of its due time, and arming either
 	// never wakes a thread (see timerq).
@@ -384,12 +384,12 @@ func (c *call) setUp(canceled bool) (controller.Errno, string) {
 		})
 	}
 	// A backup delay at or beyond the deadline never fires, as in brpc.
-	if c.backupMs >= 0 && (c.timeoutMs < 0 || c.backupMs < c.timeoutMs) {
+	if c.backupDelay >= 0 && (c.timeoutMs < 0 || c.backupDelay < time.Duration(c.timeoutMs)*time.Millisecond) {
 		c.timers |= timerBackup
 		// Inline: on timerq's goroutine, the backup is written as soon as
 		// it wakes (a goroutine of its own could wait for a P); issue
 		// dials on a goroutine of its own if it must.
-		c.backupTimer.Start(time.Duration(c.backupMs)*time.Millisecond, 0, true, fireBackup, c)
+		c.backupTimer.Start(c.backupDelay, 0, true, fireBackup, c)
 	}
 	return 0, ""
 }
@@ -418,9 +418,9 @@ func (c *call) traceFrom(ctx context.Context) {
 // resolveBackup picks the backup policy and delay of this RPC. The
 // Controller's settings beat the channel's; within a level a policy beats
 // the ratio limit, which beats the plain delay. A policy's
-// GetBackupRequestMs of -1 inherits the delay of the level below it (the
-// Controller's, else the channel's BackupRequestMs); another negative
-// value disables the backup.
+// GetBackupRequestMs of -1 (a BackupDelayPolicy's ok false) inherits the
+// delay of the level below it (the Controller's, else the channel's
+// BackupRequestMs); another negative value disables the backup.
 func (c *call) resolveBackup(opts *resolved) {
 	ms, msSet := c.cntl.BackupRequestMsSetting()
 	policy := c.cntl.BackupRequestPolicy()
@@ -430,18 +430,23 @@ func (c *call) resolveBackup(opts *resolved) {
 	if !msSet {
 		ms = int64(opts.BackupRequestMs)
 	}
-	if policy != nil {
+	delay := time.Duration(-1)
+	if ms >= 0 {
+		delay = time.Duration(ms) * time.Millisecond
+	}
+	if dp, ok := policy.(controller.BackupDelayPolicy); ok {
+		if d, ok := dp.BackupRequestDelay(c.cntl); ok {
+			delay = max(d, 0)
+		}
+	} else if policy != nil {
 		switch pm := policy.GetBackupRequestMs(c.cntl); {
 		case pm >= 0:
-			ms = int64(pm)
+			delay = time.Duration(pm) * time.Millisecond
 		case pm != -1:
-			ms = -1
+			delay = -1
 		}
 	}
-	if ms < 0 {
-		ms = -1
-	}
-	c.policy, c.backupMs = policy, ms
+	c.policy, c.backupDelay = policy, delay
 }
 
 // onBackupTimer sends the backup: the same request to another server
@@ -473,7 +478,7 @@ func (c *call) onBackupTimer() {
 	c.issue(next) // on the timer's own goroutine
 	// How late the backup left (issue returns once it is written, or
 	// handed to a sub-channel): <channel>_backup_lateness.
-	c.s.stats().backupLateness().Record(time.Since(c.start) - time.Duration(c.backupMs)*time.Millisecond)
+	c.s.stats().backupLateness().Record(time.Since(c.start) - c.backupDelay)
 }
 
 // newAttemptLocked starts the next attempt.

@@ -47,8 +47,8 @@ type Channel struct {
 	lbVar   *lbVar
 
 	vars        *channelVars
-	policy      backup.Policy             // the options' policy, or owned
-	ownedPolicy *backup.RateLimitedPolicy // built for BackupRequestMaxRatio; closed by Close
+	policy      backup.Policy // the options' policy, or owned
+	ownedPolicy ownedPolicy   // built for BackupRequestMaxRatio or BackupRequestMaxExtraLoad; closed by Close
 }
 
 const (

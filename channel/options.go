@@ -49,6 +49,17 @@ type Options struct {
 	// limit. Any other value is an Init error.
 	BackupRequestMaxRatio float64
 
+	// BackupRequestMaxExtraLoad turns on backups with no delay to
+	// configure: a value in (0, 1] makes the channel build and own a
+	// backup.AdaptivePolicy with that MaxExtraLoad (backups at the
+	// latency percentile matching it, held to that share of the completed
+	// calls every second; see backup.AdaptiveOptions). -1
+	// (DefaultOptions) or 0 in a literal means the flag
+	// backup_request_max_extra_load, whose default -1 is off. Setting it
+	// and BackupRequestMaxRatio both is an Init error; either set here
+	// beats both flags.
+	BackupRequestMaxExtraLoad float64
+
 	// MaxRetry is how many times a failed attempt is retried, on another
 	// server when there is one. 0 means no retry (DefaultOptions sets 3,
 	// brpc's default). Controller.SetMaxRetry overrides it per call.
@@ -93,15 +104,16 @@ type Options struct {
 // DefaultOptions returns brpc's ChannelOptions defaults.
 func DefaultOptions() Options {
 	return Options{
-		ConnectTimeoutMs:      200,
-		TimeoutMs:             500,
-		BackupRequestMs:       -1,
-		BackupRequestMaxRatio: -1,
-		MaxRetry:              3,
-		SucceedWithoutServer:  true,
-		Protocol:              "baidu_std",
-		ConnectionType:        "single",
-		MaxBodySize:           64 << 20,
+		ConnectTimeoutMs:          200,
+		TimeoutMs:                 500,
+		BackupRequestMs:           -1,
+		BackupRequestMaxRatio:     -1,
+		BackupRequestMaxExtraLoad: -1,
+		MaxRetry:                  3,
+		SucceedWithoutServer:      true,
+		Protocol:                  "baidu_std",
+		ConnectionType:            "single",
+		MaxBodySize:               64 << 20,
 	}
 }
 
@@ -111,16 +123,35 @@ type resolved struct {
 	connType transport.ConnType
 }
 
-// backupPolicy builds the channel's own RateLimitedPolicy when the options
-// ask for a ratio limit and name no policy.
-func (r *resolved) backupPolicy(prefix string) (policy backup.Policy, owned *backup.RateLimitedPolicy, err error) {
+// ownedPolicy is a backup policy a channel built for itself (for
+// BackupRequestMaxRatio or BackupRequestMaxExtraLoad) and closes with
+// itself.
+type ownedPolicy interface {
+	backup.Policy
+	Close()
+}
+
+// backupPolicy builds the channel's own RateLimitedPolicy or
+// AdaptivePolicy when the options ask for a ratio limit or an extra load
+// and name no policy.
+func (r *resolved) backupPolicy(prefix string) (policy backup.Policy, owned ownedPolicy, err error) {
 	if r.BackupRequestPolicy != nil {
 		return r.BackupRequestPolicy, nil, nil
+	}
+	if r.BackupRequestMaxExtraLoad > 0 {
+		adaptive, err := backup.NewAdaptivePolicy(backup.AdaptiveOptions{
+			MaxExtraLoad: r.BackupRequestMaxExtraLoad,
+			Name:         prefix,
+		})
+		if err != nil {
+			return nil, nil, fmt.Errorf("channel: %w", err)
+		}
+		return adaptive, adaptive, nil
 	}
 	if r.BackupRequestMaxRatio <= 0 {
 		return nil, nil, nil
 	}
-	owned, err = backup.NewRateLimitedPolicy(backup.RateLimitedOptions{
+	limited, err := backup.NewRateLimitedPolicy(backup.RateLimitedOptions{
 		BackupRequestMs:       -1, // the channel's BackupRequestMs
 		MaxBackupRatio:        r.BackupRequestMaxRatio,
 		WindowSizeSeconds:     int(backup.WindowSizeFlag.Get()),
@@ -131,7 +162,38 @@ func (r *resolved) backupPolicy(prefix string) (policy backup.Policy, owned *bac
 	if err != nil {
 		return nil, nil, fmt.Errorf("channel: %w", err)
 	}
-	return owned, owned, nil
+	return limited, limited, nil
+}
+
+// resolveBackupLimits settles BackupRequestMaxRatio and
+// BackupRequestMaxExtraLoad: each is off (-1) or in (0, 1]; one set in
+// the options beats both flags; both set (in the options, or both flags
+// when the options set neither) is an error.
+func (r *resolved) resolveBackupLimits() error {
+	unset := func(v float64) bool { return v == 0 || v == -1 }
+	valid := func(v float64) bool { return v > 0 && v <= 1 }
+	ratio, extra := r.BackupRequestMaxRatio, r.BackupRequestMaxExtraLoad
+	if !unset(ratio) && !valid(ratio) {
+		return fmt.Errorf("channel: invalid BackupRequestMaxRatio %v (want (0, 1], or -1 for the flag backup_request_max_ratio)", ratio)
+	}
+	if !unset(extra) && !valid(extra) {
+		return fmt.Errorf("channel: invalid BackupRequestMaxExtraLoad %v (want (0, 1], or -1 for the flag backup_request_max_extra_load)", extra)
+	}
+	switch {
+	case valid(ratio) && valid(extra):
+		return fmt.Errorf("channel: BackupRequestMaxRatio (%v) and BackupRequestMaxExtraLoad (%v) are both set; set one", ratio, extra)
+	case valid(ratio):
+		extra = -1
+	case valid(extra):
+		ratio = -1
+	default:
+		ratio, extra = backup.MaxRatioFlag.Get(), backup.MaxExtraLoadFlag.Get()
+		if valid(ratio) && valid(extra) {
+			return fmt.Errorf("channel: flags backup_request_max_ratio (%v) and backup_request_max_extra_load (%v) are both set; set one", ratio, extra)
+		}
+	}
+	r.BackupRequestMaxRatio, r.BackupRequestMaxExtraLoad = ratio, extra
+	return nil
 }
 
 func resolve(o *Options) (resolved, error) {
@@ -159,10 +221,8 @@ func resolve(o *Options) (resolved, error) {
 	if r.BackupRequestMs < -1 {
 		return r, fmt.Errorf("channel: invalid BackupRequestMs %d (want >= 0, or -1 to disable)", r.BackupRequestMs)
 	}
-	if r.BackupRequestMaxRatio == 0 || r.BackupRequestMaxRatio == -1 {
-		r.BackupRequestMaxRatio = backup.MaxRatioFlag.Get()
-	} else if !(r.BackupRequestMaxRatio > 0 && r.BackupRequestMaxRatio <= 1) {
-		return r, fmt.Errorf("channel: invalid BackupRequestMaxRatio %v (want (0, 1], or -1 for the flag backup_request_max_ratio)", r.BackupRequestMaxRatio)
+	if err := r.resolveBackupLimits(); err != nil {
+		return r, err
 	}
 	if r.MaxRetry < 0 {
 		return r, fmt.Errorf("channel: invalid MaxRetry %d (want >= 0)", r.MaxRetry)

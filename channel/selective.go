@@ -36,7 +36,7 @@ type SelectiveChannel struct {
 
 	vars        *channelVars
 	policy      backup.Policy
-	ownedPolicy *backup.RateLimitedPolicy
+	ownedPolicy ownedPolicy
 }
 
 // ChannelHandle names a sub-channel added to a SelectiveChannel.
@@ -159,6 +159,16 @@ func (s *SelectiveChannel) CheckHealth() bool {
 }
 
 // Close closes every sub-channel. Later calls fail with EINVAL.
+// BackupVarPrefix is the prefix of the SelectiveChannel's backup
+// variables (<prefix>_backup_sent ..., and its own policy's, e.g.
+// <prefix>_backup_delay_us), as Channel.BackupVarPrefix; "" before Init.
+func (s *SelectiveChannel) BackupVarPrefix() string {
+	if s.vars == nil {
+		return ""
+	}
+	return s.vars.prefix
+}
+
 func (s *SelectiveChannel) Close() error {
 	if s.state.Swap(channelClosed) != channelReady {
 		return nil

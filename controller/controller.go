@@ -21,6 +21,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gobrpc/gobrpc/auth"
 	"github.com/gobrpc/gobrpc/errno"
@@ -115,6 +116,15 @@ type BackupPolicy interface {
 	DoBackup(cntl *Controller) bool
 	// OnRPCEnd runs exactly once when the RPC ends, success or not.
 	OnRPCEnd(cntl *Controller)
+}
+
+// BackupDelayPolicy is a BackupPolicy whose delay has sub-millisecond
+// resolution (brpc's has whole milliseconds). A channel asks it instead
+// of GetBackupRequestMs: ok false inherits the delay of the level below,
+// as GetBackupRequestMs's -1 does.
+type BackupDelayPolicy interface {
+	BackupPolicy
+	BackupRequestDelay(cntl *Controller) (delay time.Duration, ok bool)
 }
 
 // New returns a Controller with every setting at its default.

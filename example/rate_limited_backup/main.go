@@ -1,17 +1,17 @@
-// Command rate_limited_backup shows what -backup_request_max_ratio does
-// during a latency spike. It starts local echo servers, drives them with
-// closed-loop callers through two channels that back up after
-// -backup_request_ms (A: unlimited, B: with the ratio limit), makes every
-// request slow for -spike_s seconds, and prints, second by second, side
-// by side, the share of calls that sent a backup and the p99 latency.
+// Command rate_limited_backup shows why backups need a limit. Three
+// channels, each in front of its own 3 local servers of finite capacity,
+// get the same open-loop traffic; for a few seconds every server gets
+// slower (a spike it can still absorb on its own). The channel with
+// unlimited backups doubles its load just when its servers can least take
+// it: their queues grow, every call gets slow enough to back up, and the
+// outage outlives the spike. The channel with a strict 5% ratio and the
+// adaptive one (no delay configured, 5% extra load) recover.
 //
 //	go run ./example/rate_limited_backup
-//	go run ./example/rate_limited_backup -strict=false   # brpc's best-effort mode
+//	go run ./example/rate_limited_backup -svg backups.svg   # also a chart
 //
-// A and B run one after the other on separate servers, each for
-// -duration_s seconds (plus a second of warm-up): on a small machine two
-// concurrent runs would compete for the same cores and skew each other.
-// The whole demo takes about 35 s with the defaults.
+// The three run at the same time (the servers' capacity is timers, not
+// CPU, so they do not skew each other) for about 20 s.
 package main
 
 import (
@@ -19,209 +19,401 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"math"
 	"os"
 	"os/signal"
-	"runtime"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
-	"github.com/gobrpc/gobrpc/backup"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/gobrpc/gobrpc/bvar"
 	"github.com/gobrpc/gobrpc/channel"
+	"github.com/gobrpc/gobrpc/controller"
 	"github.com/gobrpc/gobrpc/testsupport/loadtest"
+	"github.com/gobrpc/gobrpc/testsupport/testpb"
 )
 
 var (
-	durationS  = flag.Int("duration_s", 15, "measured seconds of each run")
-	spikeAtS   = flag.Int("spike_at_s", 6, "the spike starts after this many measured seconds")
-	spikeS     = flag.Int("spike_s", 4, "seconds the spike lasts")
-	spikeMs    = flag.Int("spike_ms", 50, "latency of every request during the spike, ms")
-	callers    = flag.Int("callers", 16, "closed-loop callers per run")
-	servers    = flag.Int("servers", 3, "local servers per run")
-	backupMs   = flag.Int("backup_request_ms", 5, "backup request delay of both channels, ms")
-	strict     = flag.Bool("strict", true, "build B in strict mode (sets -backup_request_ratio_strict for B's channel)")
-	concurrent = flag.Bool("concurrent", false, "run A and B at the same time instead of one after the other")
+	rate      = flag.Float64("rate", 1900, "calls started per second on each channel (open loop)")
+	workers   = flag.Int("workers", 4, "workers per server (each request holds one for its service time)")
+	normalS   = flag.Int("normal_s", 5, "seconds before the spike")
+	spikeS    = flag.Int("spike_s", 4, "seconds of the spike")
+	afterS    = flag.Int("after_s", 10, "seconds after the spike")
+	spikeMs   = flag.Float64("spike_ms", 5.5, "service time of every request during the spike, ms")
+	backupMs  = flag.Int("backup_request_ms", 5, "backup delay of the unlimited and the ratio channels, ms")
+	maxShare  = flag.Float64("max_share", 0.05, "the ratio channel's max ratio and the adaptive channel's max extra load")
+	timeoutMs = flag.Int("timeout_ms", 1000, "call timeout, ms")
+	svgPath   = flag.String("svg", "", "also write a chart of p99 and load per second to this file")
 )
 
-// normal is the servers' latency outside the spike: 1 ms, 5% at 50 ms.
-var normal = loadtest.Profile{Base: time.Millisecond, SlowFraction: 0.05, Slow: 50 * time.Millisecond}
+// Outside the spike a request holds a worker for 2 ms, and 4% of them
+// then wait for something else (without the worker) until 30 ms: the
+// slow calls backups are for.
+var normal = loadtest.Profile{Base: 2 * time.Millisecond, SlowFraction: 0.04, Slow: 30 * time.Millisecond}
+
+// setup is one channel and its servers.
+type setup struct {
+	name    string
+	opts    channel.Options
+	servers []*loadtest.CapacityServer
+	ch      *channel.Channel
+
+	mu      sync.Mutex
+	seconds []second
+	cur     second
+}
+
+type second struct {
+	phase             string
+	started, ok, fail int64
+	backups, requests int64
+	queued            int64 // requests in the servers at the end of the second
+	lat               []time.Duration
+	p99               time.Duration
+}
 
 func main() {
-	// -backup_request_max_ratio is the framework's flag (package backup,
-	// default -1: no limit). This demo defaults it to 0.05 and applies it
-	// to B only, through Options.BackupRequestMaxRatio.
-	if err := backup.MaxRatioFlag.SetValue(0.05); err != nil {
-		log.Fatal(err)
-	}
-	flag.CommandLine.Lookup("backup_request_max_ratio").DefValue = "0.05"
 	flag.Parse()
-	ratio := backup.MaxRatioFlag.Get()
-	currentRatio = ratio
-	if err := backup.MaxRatioFlag.SetValue(-1); err != nil { // A must not inherit it
+	if *rate <= 0 || *workers < 1 || *normalS < 1 || *spikeS < 1 || *afterS < 1 || *spikeMs <= 0 ||
+		*backupMs < 0 || !(*maxShare > 0 && *maxShare <= 1) || *timeoutMs < 1 {
+		log.Fatal("rate_limited_backup: every duration and rate must be positive, -max_share in (0, 1]")
+	}
+	spike := loadtest.Profile{Base: time.Duration(*spikeMs * float64(time.Millisecond))}
+	perServer := func(p loadtest.Profile) float64 { return float64(*workers) / p.Base.Seconds() }
+	capNormal, capSpike := 3*perServer(normal), 3*perServer(spike)
+
+	mk := func(name string, edit func(o *channel.Options)) *setup {
+		o := channel.DefaultOptions()
+		o.TimeoutMs = int32(*timeoutMs)
+		o.BackupRequestMs = -1
+		o.BackupRequestMaxRatio = -1
+		o.BackupRequestMaxExtraLoad = -1
+		edit(&o)
+		return &setup{name: name, opts: o}
+	}
+	setups := []*setup{
+		mk(fmt.Sprintf("unlimited, after %d ms", *backupMs), func(o *channel.Options) { o.BackupRequestMs = int32(*backupMs) }),
+		mk(fmt.Sprintf("ratio %g strict, %d ms", *maxShare, *backupMs), func(o *channel.Options) {
+			o.BackupRequestMs = int32(*backupMs)
+			o.BackupRequestMaxRatio = *maxShare
+		}),
+		mk(fmt.Sprintf("adaptive %g, no delay", *maxShare), func(o *channel.Options) { o.BackupRequestMaxExtraLoad = *maxShare }),
+	}
+	// The ratio channel's strict mode is a flag read when it is built.
+	if err := flag.Set("backup_request_ratio_strict", "true"); err != nil {
 		log.Fatal(err)
 	}
-	if *spikeAtS < 0 || *spikeS < 1 || *spikeAtS+*spikeS > *durationS {
-		log.Fatalf("want 0 <= -spike_at_s and 1 <= -spike_s with -spike_at_s + -spike_s <= -duration_s (%d)", *durationS)
-	}
-	spike := loadtest.Profile{Base: time.Duration(*spikeMs) * time.Millisecond}
-
-	var phases []loadtest.Phase
-	if *spikeAtS > 0 {
-		phases = append(phases, loadtest.Phase{Name: "normal", Seconds: *spikeAtS, Profile: normal})
-	}
-	phases = append(phases, loadtest.Phase{Name: "SPIKE", Seconds: *spikeS, Profile: spike})
-	if rest := *durationS - *spikeAtS - *spikeS; rest > 0 {
-		phases = append(phases, loadtest.Phase{Name: "normal", Seconds: rest, Profile: normal})
+	for _, s := range setups {
+		if err := s.start(); err != nil {
+			log.Fatal(err)
+		}
+		defer s.stop()
 	}
 
-	mode := "best-effort mode (brpc's): a backup is allowed while backups / calls over the last " +
-		flagValue("backup_request_ratio_window_size_s") + " s\n     (refreshed every " +
-		flagValue("backup_request_ratio_update_interval_s") + " s) is below the ratio"
-	strictMode := loadtest.StrictOff
-	if *strict {
-		strictMode = loadtest.StrictOn
-		mode = "strict mode: the window ratio as in brpc, and in each second at most\n     max(1, ratio x calls completed so far in that second) backups"
-	}
-	limitDesc := fmt.Sprintf("-backup_request_max_ratio=%g", ratio)
-	if ratio <= 0 {
-		limitDesc = "no limit either (-backup_request_max_ratio=-1)"
-		mode = "unlimited"
-	}
-
-	order := "one after the other (A, then B) on separate servers, so they do not compete for CPU"
-	if *concurrent {
-		order = "at the same time on separate servers, sharing this machine's CPUs"
-	}
-	fmt.Printf("Backup requests during a latency spike: unlimited (A) versus %s (B)\n\n", limitDesc)
-	fmt.Printf("  %d local servers answer in %v; from second %d to %d (SPIKE) every request takes %v.\n",
-		*servers, normal, *spikeAtS+1, *spikeAtS+*spikeS, spike)
-	fmt.Printf("  %d closed-loop callers per channel; a call with no answer after %d ms sends a backup to another server.\n",
-		*callers, *backupMs)
-	fmt.Printf("  A: backups unlimited.  B: %s,\n     %s.\n", limitDesc, mode)
-	fmt.Printf("  A and B run %s,\n  %d s each (%s, GOMAXPROCS=%d).\n\n", order, *durationS, runtime.Version(), runtime.GOMAXPROCS(0))
-	fmt.Println("  What to look at: in normal seconds both back up ~5% of calls and keep p99 far below the 50 ms")
-	fmt.Println("  of the slow requests. During the SPIKE, A backs up nearly every call (bk% ~100, load ~2x: twice")
-	fmt.Println("  the requests on servers that are already slow), while B keeps backups near the ratio.")
-	fmt.Println("  bk% = backups sent / calls completed in that second; load = requests the servers received / calls.")
-	fmt.Println()
+	fmt.Printf("Backups when the servers get slower: three channels, each with its own 3 servers\n\n")
+	fmt.Printf("  Each server: %d workers; a request holds one for %v, and %g%% then wait (without it) until %v:\n", *workers, normal.Base, 100*normal.SlowFraction, normal.Slow)
+	fmt.Printf("  %.0f calls/s for the 3 servers.\n", capNormal)
+	fmt.Printf("  Each channel starts %.0f calls/s whatever happens to earlier ones (%.0f%% of capacity), timeout %d ms.\n",
+		*rate, 100**rate/capNormal, *timeoutMs)
+	fmt.Printf("  SPIKE, seconds %d-%d: every request holds its worker %v: %.0f calls/s, still above %.0f/s.\n",
+		*normalS+1, *normalS+*spikeS, spike.Base, capSpike, *rate)
+	fmt.Printf("  Servers never drop a request a client gave up on (most do not): a lost backup or original still costs a worker.\n\n")
+	fmt.Printf("  bk%% = backups / calls started; load = requests the servers got / calls started; queue = requests\n")
+	fmt.Printf("  waiting or in service at the end of the second; p99 of the calls that ended in it (timeouts count as %d ms).\n\n", *timeoutMs)
 
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer cancel()
-	cfg := func(r float64, s loadtest.StrictMode) loadtest.Config {
-		o := channel.DefaultOptions()
-		o.TimeoutMs = 1000
-		o.BackupRequestMs = int32(*backupMs)
-		o.BackupRequestMaxRatio = -1
-		if r > 0 {
-			o.BackupRequestMaxRatio = r
-		}
-		return loadtest.Config{Servers: *servers, Callers: *callers, Options: &o, Strict: s,
-			WarmupSeconds: 1, Phases: phases}
+	phases := []struct {
+		name    string
+		seconds int
+		profile loadtest.Profile
+	}{{"normal", *normalS, normal}, {"SPIKE", *spikeS, spike}, {"after", *afterS, normal}}
+	// One second of warm-up: the adaptive channel learns its delay there
+	// too, so all three start measured seconds warm.
+	run(ctx, setups, "warm-up", 1, normal)
+	for _, s := range setups {
+		s.seconds = nil
 	}
-	var a, b *loadtest.Result
-	var errA, errB error
-	if *concurrent {
-		fmt.Printf("running A and B (%d s)...\n", *durationS+2)
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			b, errB = loadtest.Run(ctx, cfg(ratio, strictMode))
-		}()
-		a, errA = loadtest.Run(ctx, cfg(-1, loadtest.StrictFromFlag))
-		<-done
-	} else {
-		fmt.Printf("running A (%d s)...\n", *durationS+2)
-		a, errA = loadtest.Run(ctx, cfg(-1, loadtest.StrictFromFlag))
-		if errA == nil {
-			fmt.Printf("running B (%d s)...\n", *durationS+2)
-			b, errB = loadtest.Run(ctx, cfg(ratio, strictMode))
+	for _, p := range phases {
+		if run(ctx, setups, p.name, p.seconds, p.profile) != nil {
+			return
 		}
 	}
-	for _, err := range []error{errA, errB} {
-		if err != nil {
+	printTable(setups)
+	printSummary(setups, *normalS, *spikeS)
+	if *svgPath != "" {
+		if err := os.WriteFile(*svgPath, []byte(chart(setups, *normalS, *spikeS)), 0o644); err != nil {
 			log.Fatal(err)
 		}
+		fmt.Printf("\nChart written to %s\n", *svgPath)
 	}
-	fmt.Println()
-	printTable(a, b)
-	fmt.Println()
-	printSummary(a, b)
 }
 
-func flagValue(name string) string {
-	if f := flag.Lookup(name); f != nil {
-		return f.Value.String()
+func (s *setup) start() error {
+	var addrs []string
+	for range 3 {
+		srv, err := loadtest.StartCapacityServer(*workers, normal.Base, nil)
+		if err != nil {
+			return err
+		}
+		srv.Service.SetProfile(normal)
+		s.servers = append(s.servers, srv)
+		addrs = append(addrs, srv.Addr())
 	}
-	return "?"
+	s.ch = &channel.Channel{}
+	if err := s.ch.Init("list://"+strings.Join(addrs, ","), "rr", &s.opts); err != nil {
+		return err
+	}
+	return nil
 }
 
-const colW = 31 // width of one run's columns
+// stop stops the servers first: they fail what is queued at once, and
+// the channel sees its calls end before it closes.
+func (s *setup) stop() {
+	for _, srv := range s.servers {
+		srv.Stop()
+	}
+	s.ch.Close()
+}
 
-func printTable(a, b *loadtest.Result) {
-	fmt.Printf("%-12s | %-*s | %-*s\n", "", colW, "A: unlimited backups", colW, "B: "+limitLabel())
-	fmt.Printf("%3s  %-7s | %7s %6s %6s %8s | %7s %6s %6s %8s\n",
-		"sec", "phase", "calls", "bk%", "load", "p99 ms", "calls", "bk%", "load", "p99 ms")
-	fmt.Println(strings.Repeat("-", 12) + "-+-" + strings.Repeat("-", colW) + "-+-" + strings.Repeat("-", colW))
-	for i := range max(len(a.Seconds), len(b.Seconds)) {
-		var phase string
-		cells := [2]string{}
-		for j, r := range []*loadtest.Result{a, b} {
-			if i >= len(r.Seconds) {
-				cells[j] = strings.Repeat(" ", colW)
-				continue
+// backupsSent reads the channel's <prefix>_backup_sent, as /vars shows it.
+func (s *setup) backupsSent() int64 {
+	v, _ := bvar.Describe(s.ch.BackupVarPrefix() + "_backup_sent")
+	n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	return n
+}
+
+func (s *setup) serverRequests() (requests, queued int64) {
+	for _, srv := range s.servers {
+		requests += srv.Service.Requests()
+		queued += srv.Service.Inflight()
+	}
+	return requests, queued
+}
+
+// run drives every setup for n seconds of profile p, in the open loop:
+// the calls of each second are spread evenly over it.
+func run(ctx context.Context, setups []*setup, phase string, n int, p loadtest.Profile) error {
+	for _, s := range setups {
+		for _, srv := range s.servers {
+			srv.Service.SetProfile(p)
+		}
+	}
+	req := &testpb.EchoRequest{Message: proto.String("hello")}
+	for range n {
+		start := time.Now()
+		for _, s := range setups {
+			r, _ := s.serverRequests()
+			sent := s.backupsSent()
+			s.mu.Lock()
+			s.cur = second{phase: phase, backups: -sent, requests: -r}
+			s.mu.Unlock()
+		}
+		gap := time.Duration(float64(time.Second) / *rate)
+		for k := 0; ; k++ {
+			at := start.Add(time.Duration(k) * gap)
+			if at.Sub(start) >= time.Second {
+				break
 			}
-			s := r.Seconds[i]
-			phase = s.Phase
-			cells[j] = fmt.Sprintf("%7d %5.1f%% %5.2fx %8.1f", s.Calls, 100*s.BackupRatio(), s.Load(), msOf(s.P99))
+			if d := time.Until(at); d > 0 {
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(d):
+				}
+			}
+			for _, s := range setups {
+				s.call(req)
+			}
 		}
-		fmt.Printf("%3d  %-7s | %s | %s\n", i+1, phase, cells[0], cells[1])
+		time.Sleep(time.Until(start.Add(time.Second)))
+		for _, s := range setups {
+			s.endSecond()
+		}
 	}
+	return nil
 }
 
-func limitLabel() string {
-	if r := currentRatio; r > 0 {
-		s := fmt.Sprintf("max ratio %g", r)
-		if *strict {
-			return s + ", strict"
+func (s *setup) call(req *testpb.EchoRequest) {
+	cntl := controller.New()
+	resp := &testpb.EchoResponse{}
+	begin := time.Now()
+	s.mu.Lock()
+	s.cur.started++
+	s.mu.Unlock()
+	testpb.NewEchoServiceStub(s.ch).Echo(cntl, req, resp, func() {
+		lat := time.Since(begin)
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if cntl.Failed() {
+			s.cur.fail++
+			lat = time.Duration(*timeoutMs) * time.Millisecond
+		} else {
+			s.cur.ok++
 		}
-		return s + ", best effort"
-	}
-	return "unlimited too"
+		s.cur.lat = append(s.cur.lat, lat)
+	})
 }
 
-// currentRatio is B's ratio (-1: no limit), for labels.
-var currentRatio float64
+func (s *setup) endSecond() {
+	r, q := s.serverRequests()
+	sent := s.backupsSent()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.cur
+	c.backups += sent
+	c.requests += r
+	c.queued = q
+	slices.Sort(c.lat)
+	if n := len(c.lat); n > 0 {
+		c.p99 = c.lat[min(n-1, n*99/100)]
+	}
+	c.lat = nil
+	s.seconds = append(s.seconds, c)
+}
 
-func msOf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+func ratio(a, b int64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}
 
-func printSummary(a, b *loadtest.Result) {
-	fmt.Println("Summary")
-	fmt.Printf("  %-38s %8s %7s %7s %8s %8s\n", "", "calls", "bk%", "load", "p50 ms", "p99 ms")
-	for _, row := range []struct {
-		name string
-		r    *loadtest.Result
-	}{{"A: unlimited backups", a}, {"B: " + limitLabel(), b}} {
-		for _, ph := range []string{"normal", "SPIKE"} {
-			s := row.r.Phase(ph)
-			fmt.Printf("  %-38s %8d %6.1f%% %6.2fx %8.2f %8.2f\n", row.name+", "+ph, s.Calls,
-				100*s.BackupRatio(), s.Load(), msOf(s.P50), msOf(s.P99))
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+const colW = 33
+
+func printTable(setups []*setup) {
+	fmt.Printf("%-10s", "")
+	for _, s := range setups {
+		fmt.Printf(" | %-*s", colW, s.name)
+	}
+	fmt.Printf("\n%-10s", "sec phase")
+	for range setups {
+		fmt.Printf(" | %5s %6s %5s %6s %7s", "ok", "timeout", "bk%", "load", "p99 ms")
+	}
+	fmt.Printf("  queue\n")
+	for i := range setups[0].seconds {
+		fmt.Printf("%3d %-6s", i+1, setups[0].seconds[i].phase)
+		var queues []string
+		for _, s := range setups {
+			c := s.seconds[i]
+			fmt.Printf(" | %5d %7d %4.1f%% %5.2fx %7.1f", c.ok, c.fail, 100*ratio(c.backups, c.started),
+				ratio(c.requests, c.started), ms(c.p99))
+			queues = append(queues, strconv.FormatInt(c.queued, 10))
 		}
+		fmt.Printf("  %s\n", strings.Join(queues, "/"))
 	}
 	fmt.Println()
-	sa, sb := a.Phase("SPIKE"), b.Phase("SPIKE")
-	fmt.Printf("  During the SPIKE, A sent %d backups for %d calls (%.0f%%): the servers got %.2fx the requests.\n",
-		sa.Backups, sa.Calls, 100*sa.BackupRatio(), sa.Load())
-	fmt.Printf("  B sent %d backups for %d calls (%.1f%%): %.2fx.", sb.Backups, sb.Calls, 100*sb.BackupRatio(), sb.Load())
-	if start := b.PhaseStart("SPIKE"); start >= 0 && *strict && currentRatio > 0 {
-		worst := 0.0
-		for i := start + 1; i < len(b.Seconds) && b.Seconds[i].Phase == "SPIKE"; i++ {
-			worst = max(worst, b.Seconds[i].BackupRatio())
+}
+
+// recovery is how many seconds after the spike the servers' queue came
+// back to what it was in normal seconds (at most twice their largest,
+// plus the workers) and stayed there; 0: not within the run.
+func recovery(s *setup, normalS, spikeS int) int {
+	var normalQueue int64
+	for _, c := range s.seconds[:normalS] {
+		normalQueue = max(normalQueue, c.queued)
+	}
+	limit := 2*normalQueue + int64(3**workers)
+	after := 0
+	for i := len(s.seconds) - 1; i >= normalS+spikeS; i-- {
+		if s.seconds[i].queued > limit {
+			break
 		}
-		fmt.Printf(" Worst SPIKE second after the first: %.1f%%.", 100*worst)
+		after = i - (normalS + spikeS) + 1
+	}
+	return after
+}
+
+func medianP99(seconds []second) time.Duration {
+	var p []time.Duration
+	for _, c := range seconds {
+		p = append(p, c.p99)
+	}
+	slices.Sort(p)
+	return p[len(p)/2]
+}
+
+func printSummary(setups []*setup, normalS, spikeS int) {
+	fmt.Println("Summary (recovered: the servers' queue is back to its normal size and stays there)")
+	for _, s := range setups {
+		var started, backups, requests, failed int64
+		peak := 0.0
+		for _, c := range s.seconds[normalS:] {
+			started += c.started
+			backups += c.backups
+			requests += c.requests
+			failed += c.fail
+			peak = max(peak, ratio(c.requests, c.started))
+		}
+		verdict := "NEVER recovered in the run"
+		if after := recovery(s, normalS, spikeS); after > 0 {
+			verdict = fmt.Sprintf("recovered %d s after the spike ended", after)
+		}
+		fmt.Printf("  %-28s p99 %4.1f ms before; from the spike on: load %.2fx (peak %.2fx), %5d calls failed, %s\n",
+			s.name+":", ms(medianP99(s.seconds[:normalS])), ratio(requests, started), peak, failed, verdict)
 	}
 	fmt.Println()
-	if !*strict && currentRatio > 0 {
-		fmt.Println("  Best-effort mode: the window still holds the fast seconds before the spike, so the ratio looks")
-		fmt.Println("  low and B may back up every call until a refresh sees the spike; afterwards the window holds")
-		fmt.Println("  the spike's backups and B may refuse every backup for a while. -strict bounds every second.")
+	fmt.Println("  The spike alone leaves the servers enough capacity. Unlimited backups double the load exactly then:")
+	fmt.Println("  queues grow, every call waits past the backup delay and backs up too, and the overload feeds itself.")
+	fmt.Println("  A cap on backups (strict ratio, or the adaptive policy's budget) keeps the extra load at 5%, so the")
+	fmt.Println("  servers catch up as soon as the spike ends. (The three share this process: the unlimited channel's")
+	fmt.Println("  storm also costs the others some CPU, which shows in their p99 while it lasts.)")
+}
+
+// chart draws p99 (log scale) and load per second, one line per channel,
+// the spike shaded.
+func chart(setups []*setup, normalS, spikeS int) string {
+	const w, h, left, top, panel, gap = 760, 420, 60, 30, 150, 50
+	n := len(setups[0].seconds)
+	x := func(i float64) float64 { return left + i*float64(w-left-20)/float64(n) }
+	colors := []string{"#d62728", "#1f77b4", "#2ca02c"}
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">`+"\n", w, h)
+	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="white"/>`+"\n", w, h)
+	for k, p := range []struct {
+		title  string
+		y0     float64
+		value  func(c second) float64
+		lo, hi float64
+		log    bool
+		ticks  []float64
+	}{
+		{"p99 latency, ms (log)", top, func(c second) float64 { return ms(c.p99) }, 1, 1000, true, []float64{1, 10, 100, 1000}},
+		{"load: requests the servers got / calls", top + panel + gap, func(c second) float64 { return ratio(c.requests, c.started) }, 1, 2.2, false, []float64{1, 1.5, 2}},
+	} {
+		y := func(v float64) float64 {
+			f := (v - p.lo) / (p.hi - p.lo)
+			if p.log {
+				f = (math.Log10(max(v, p.lo)) - math.Log10(p.lo)) / (math.Log10(p.hi) - math.Log10(p.lo))
+			}
+			return p.y0 + panel - min(max(f, 0), 1)*panel
+		}
+		fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%d" fill="#f3e0e0"/>`+"\n",
+			x(float64(normalS)), p.y0, x(float64(normalS+spikeS))-x(float64(normalS)), panel)
+		fmt.Fprintf(&b, `<text x="%d" y="%.1f" font-weight="bold">%s</text>`+"\n", left, p.y0-8, p.title)
+		for _, t := range p.ticks {
+			fmt.Fprintf(&b, `<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" stroke="#ddd"/><text x="%d" y="%.1f" text-anchor="end">%g</text>`+"\n",
+				left, w-20, y(t), y(t), left-6, y(t)+4, t)
+		}
+		for j, s := range setups {
+			var pts []string
+			for i, c := range s.seconds {
+				pts = append(pts, fmt.Sprintf("%.1f,%.1f", x(float64(i)+0.5), y(p.value(c))))
+			}
+			fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>`+"\n", colors[j%len(colors)], strings.Join(pts, " "))
+			if k == 0 {
+				fmt.Fprintf(&b, `<text x="%d" y="%d" fill="%s">%s</text>`+"\n", left+10+j*230, h-8, colors[j%len(colors)], s.name)
+			}
+		}
 	}
+	fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle" fill="#a33">SPIKE</text>`+"\n", (x(float64(normalS))+x(float64(normalS+spikeS)))/2, top+14)
+	fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">seconds</text>`+"\n", float64(w)/2, h-26)
+	b.WriteString("</svg>\n")
+	return b.String()
 }

@@ -32,6 +32,7 @@ const EchoMethod = testpb.EchoService_Echo_FullMethodName
 type CapacityService struct {
 	workers   chan struct{}
 	hold      time.Duration
+	profile   atomic.Pointer[Profile] // what each request holds its worker for
 	closed    chan struct{}
 	closeOnce sync.Once
 	requests  atomic.Int64
@@ -44,8 +45,18 @@ func NewCapacityService(workers int, hold time.Duration) *CapacityService {
 	if workers < 1 {
 		workers = 1
 	}
-	return &CapacityService{workers: make(chan struct{}, workers), hold: hold, closed: make(chan struct{})}
+	s := &CapacityService{workers: make(chan struct{}, workers), hold: hold, closed: make(chan struct{})}
+	s.profile.Store(&Profile{Base: hold})
+	return s
 }
+
+// SetProfile changes what later requests cost: each holds its worker for
+// p.Base (a server that gets slower loses capacity), and a share
+// p.SlowFraction of them then take until p.Slow in all without holding
+// it, as a request waiting on something else would (so slow requests do
+// not cost capacity). Capacity and Hold keep describing the hold the
+// service was made with.
+func (s *CapacityService) SetProfile(p Profile) { s.profile.Store(&p) }
 
 // Workers is the number of workers, M: also the concurrency that keeps
 // them all busy without a queue (C×L).
@@ -90,8 +101,16 @@ func (s *CapacityService) Echo(cntl *controller.Controller, req *testpb.EchoRequ
 		return
 	}
 	resp.Message = req.Message
-	time.AfterFunc(s.hold, func() {
+	p := s.profile.Load()
+	time.AfterFunc(p.Base, func() {
 		<-s.workers // the worker is free before the answer is written
+		if rest := p.Sample() - p.Base; rest > 0 {
+			time.AfterFunc(rest, func() {
+				s.inflight.Add(-1)
+				done()
+			})
+			return
+		}
 		s.inflight.Add(-1)
 		done()
 	})

@@ -90,6 +90,9 @@ type Second struct {
 	// Latency percentiles of the calls completed in this second, exact
 	// (nearest rank over every latency), and the largest.
 	P50, P99, P999, Max time.Duration
+	// BackupDelay is the adaptive policy's delay at the end of the second
+	// (<prefix>_backup_delay_us), -1 without one or before it is trusted.
+	BackupDelay time.Duration
 }
 
 // BackupRatio is backups sent / calls completed in the second.
@@ -231,6 +234,16 @@ func newChannel(url string, cfg *Config) (*channel.Channel, error) {
 }
 
 // counter reads an int64 Adder of the channel by name.
+// readInt reads an exposed integer variable, -1 when absent.
+func readInt(name string) int64 {
+	if d, ok := bvar.Describe(name); ok {
+		if n, err := strconv.ParseInt(strings.TrimSpace(d), 10, 64); err == nil {
+			return n
+		}
+	}
+	return -1
+}
+
 func counter(name string) (*bvar.Adder[int64], error) {
 	v, ok := bvar.Find(name)
 	if !ok {
@@ -244,7 +257,7 @@ func counter(name string) (*bvar.Adder[int64], error) {
 }
 
 // snapshot holds the counters at one sampler tick.
-type snapshot struct{ sent, refused, requests int64 }
+type snapshot struct{ sent, refused, requests, delayUs int64 }
 
 // callerSecond is what one caller saw in one second.
 type callerSecond struct {
@@ -334,7 +347,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		if k < slots && k > 0 && slotPhase[k] != slotPhase[k-1] {
 			cl.SetProfile(cfg.Phases[slotPhase[k]].Profile)
 		}
-		snaps[k] = snapshot{sent.Get(), refused.Get(), cl.Requests()}
+		snaps[k] = snapshot{sent.Get(), refused.Get(), cl.Requests(), readInt(prefix + "_backup_delay_us")}
 		slot.Store(int64(k))
 		if k == slots {
 			close(finished)
@@ -408,12 +421,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	// Read while the channel still exposes it (it is closed on return).
 	for name, v := range map[string]*int64{"latency": &res.BackupLatenessUs.Avg, "latency_90": &res.BackupLatenessUs.P90,
 		"latency_99": &res.BackupLatenessUs.P99, "latency_999": &res.BackupLatenessUs.P999, "max_latency": &res.BackupLatenessUs.Max} {
-		*v = -1
-		if d, ok := bvar.Describe(prefix + "_backup_lateness_" + name); ok {
-			if n, err := strconv.ParseInt(strings.TrimSpace(d), 10, 64); err == nil {
-				*v = n
-			}
-		}
+		*v = readInt(prefix + "_backup_lateness_" + name)
 	}
 	if p := firstErr.Load(); p != nil {
 		res.FirstError = *p
@@ -433,6 +441,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		sec.Refused = snaps[k+1].refused - snaps[k].refused
 		sec.ServerRequests = snaps[k+1].requests - snaps[k].requests
 		sec.P50, sec.P99, sec.P999, sec.Max = percentiles(lat)
+		sec.BackupDelay = -1
+		if us := snaps[k+1].delayUs; us > 0 {
+			sec.BackupDelay = time.Duration(us) * time.Microsecond
+		}
 		res.Seconds = append(res.Seconds, sec)
 		res.lat = append(res.lat, lat)
 	}

@@ -8,13 +8,19 @@
 //     other. Target, from C++ brpc in this scenario (p99 50.3 ms without
 //     backups, 6.5 ms with them, 4.9% extra requests): p99 with backups
 //     <= 0.15 x p99 without, extra requests <= 5.5%.
+//     The adaptive policy (-backup_request_max_extra_load=0.05, no delay
+//     configured) runs beside them from a fresh channel. Target: p99 <=
+//     0.15 x p99 without, extra requests <= 5.5%, within 5 s of start.
+//   - shift: 20 s of that traffic, then 10 s where the normal latency is
+//     5 ms instead of 1. Target for the adaptive policy: its delay follows
+//     within 5 s and extra requests stay <= MaxExtraLoad every second.
 //   - stall: 20 s of that traffic, then 10 s where every request takes
-//     50 ms, for unlimited backups, ratio 0.05 best effort and ratio 0.05
-//     strict. Target: unlimited backups roughly double the load; strict
-//     mode keeps backups <= 6% of calls in every second of the stall but
-//     its first.
+//     50 ms, for unlimited backups, ratio 0.05 best effort, ratio 0.05
+//     strict and adaptive 0.05. Target: unlimited backups roughly double
+//     the load; strict mode keeps backups <= 6% of calls in every second
+//     of the stall but its first, the adaptive policy <= 5%.
 //
-// Run from tools/bench (the whole run takes about 3 minutes):
+// Run from tools/bench (the whole run takes about 6 minutes):
 //
 //	go run ./cmd/backupbench
 //	go run ./cmd/backupbench -duration_s 5 -normal_s 5 -stall_s 4   # a quick check
@@ -36,10 +42,13 @@ import (
 )
 
 var (
-	scenario  = Flags.String("scenario", "all", "steady, stall or all")
+	scenario  = Flags.String("scenario", "all", "steady, shift, stall or all")
 	duration  = Flags.Int("duration_s", 20, "seconds measured per mode in the steady scenario")
 	normalS   = Flags.Int("normal_s", 20, "seconds of normal traffic before the stall")
 	stallS    = Flags.Int("stall_s", 10, "seconds of the stall")
+	shiftS    = Flags.Int("shift_s", 10, "seconds after the shift")
+	shiftMs   = Flags.Float64("shift_ms", 5, "normal latency of a request after the shift, ms")
+	extraLoad = Flags.Float64("max_extra_load", 0.05, "MaxExtraLoad of the adaptive channels")
 	warmupS   = Flags.Int("warmup_s", 1, "unmeasured seconds before each run")
 	servers   = Flags.Int("servers", 3, "number of local servers")
 	callers   = Flags.Int("callers", 16, "closed-loop callers")
@@ -65,6 +74,11 @@ type mode struct {
 	backupMs int32   // -1: none
 	ratio    float64 // <= 0: unlimited
 	strict   loadtest.StrictMode
+	adaptive float64 // > 0: BackupRequestMaxExtraLoad (an AdaptivePolicy)
+}
+
+func adaptiveMode() mode {
+	return mode{name: fmt.Sprintf("adaptive %g", *extraLoad), backupMs: -1, adaptive: *extraLoad}
 }
 
 func (m mode) options() *channel.Options {
@@ -74,6 +88,10 @@ func (m mode) options() *channel.Options {
 	o.BackupRequestMaxRatio = -1
 	if m.ratio > 0 {
 		o.BackupRequestMaxRatio = m.ratio
+	}
+	o.BackupRequestMaxExtraLoad = -1
+	if m.adaptive > 0 {
+		o.BackupRequestMaxExtraLoad = m.adaptive
 	}
 	return &o
 }
@@ -94,8 +112,10 @@ func Main(args []string) error {
 	if err := Flags.Parse(args); err != nil {
 		return err
 	}
-	if *scenario != "all" && *scenario != "steady" && *scenario != "stall" {
-		return fmt.Errorf("backupbench: -scenario %q: want steady, stall or all", *scenario)
+	switch *scenario {
+	case "all", "steady", "shift", "stall":
+	default:
+		return fmt.Errorf("backupbench: -scenario %q: want steady, shift, stall or all", *scenario)
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer cancel()
@@ -106,6 +126,11 @@ func Main(args []string) error {
 	if *scenario == "all" || *scenario == "steady" {
 		if err := steady(ctx, out); err != nil {
 			return fmt.Errorf("backupbench steady: %w", err)
+		}
+	}
+	if *scenario == "all" || *scenario == "shift" {
+		if err := shift(ctx, out); err != nil {
+			return fmt.Errorf("backupbench shift: %w", err)
 		}
 	}
 	if *scenario == "all" || *scenario == "stall" {
@@ -152,6 +177,7 @@ func steady(ctx context.Context, out io.Writer) error {
 		{name: "no backup", backupMs: -1},
 		{name: fmt.Sprintf("backup %d ms", *backupMs), backupMs: int32(*backupMs)},
 		{name: fmt.Sprintf("backup %d ms, max ratio %g", *backupMs, *maxRatio), backupMs: int32(*backupMs), ratio: *maxRatio, strict: loadtest.StrictOff},
+		adaptiveMode(),
 	}
 	fmt.Fprintf(out, "== steady: servers answer in %v; %d s per mode, run one after the other\n\n", p, *duration)
 	var sums []loadtest.Summary
@@ -199,16 +225,27 @@ func steady(ctx context.Context, out io.Writer) error {
 	fmt.Fprintln(out, "extra req = requests the servers received / calls - 1; backups (refused) = backups sent (vetoed by the")
 	fmt.Fprintln(out, "ratio limit) / calls; p99/nb = p99 / p99 without backup. Percentiles are exact, over every call.")
 	fmt.Fprintln(out, "C++ brpc in this scenario: p99 50.3 ms without backups, 6.5 ms with them (0.13x), 4.9% extra requests.")
-	for _, i := range []int{1, 2} {
+	for _, i := range []int{1, 2, 3} {
 		s := sums[i]
 		r := float64(s.P99) / float64(sums[0].P99)
 		fmt.Fprintf(out, "target %-28s p99 ratio %.4f <= 0.15: %s; extra requests %.2f%% <= 5.5%%: %s\n",
 			modes[i].name+":", r, verdict(r <= 0.15), 100*s.ExtraLoad(), verdict(s.ExtraLoad() <= 0.055))
 	}
+	// The adaptive channel starts cold (the warm-up second included):
+	// its first seconds, and the first 5 measured on their own.
+	ad := results[3]
+	fmt.Fprintf(out, "%s, from a fresh channel (%d s warm-up): delay per second ", modes[3].name, *warmupS)
+	for i := range min(len(ad.Seconds), 6) {
+		fmt.Fprintf(out, "%s ", fmtDelay(ad.Seconds[i].BackupDelay))
+	}
+	first := ad.Summarize(0, min(5, len(ad.Seconds)))
+	fr := float64(first.P99) / float64(sums[0].P99)
+	fmt.Fprintf(out, "ms\ntarget %-28s first 5 s: p99 ratio %.4f <= 0.15: %s; extra requests %.2f%% <= 5.5%%: %s; p99.9 %s ms\n",
+		modes[3].name+":", fr, verdict(fr <= 0.15), 100*first.ExtraLoad(), verdict(first.ExtraLoad() <= 0.055), fmtMs(first.P999))
 	fmt.Fprintln(out)
 	fmt.Fprintln(out, "backup lateness: how long after its due time (call start + backup delay) each backup left, in µs,")
 	fmt.Fprintln(out, "from the channel's <prefix>_backup_lateness LatencyRecorder (its last 10 s). Target p99 <= 200 µs.")
-	for _, i := range []int{1, 2} {
+	for _, i := range []int{1, 2, 3} {
 		l := results[i].BackupLatenessUs
 		fmt.Fprintf(out, "%-28s avg %5d  p90 %5d  p99 %5d  p99.9 %5d  max %5d: %s\n", modes[i].name,
 			l.Avg, l.P90, l.P99, l.P999, l.Max, verdict(l.P99 >= 0 && l.P99 <= 200))
@@ -238,6 +275,7 @@ func stall(ctx context.Context, out io.Writer) error {
 		{name: "unlimited", backupMs: int32(*backupMs)},
 		{name: fmt.Sprintf("ratio %g best effort", *maxRatio), backupMs: int32(*backupMs), ratio: *maxRatio, strict: loadtest.StrictOff},
 		{name: fmt.Sprintf("ratio %g strict", *maxRatio), backupMs: int32(*backupMs), ratio: *maxRatio, strict: loadtest.StrictOn},
+		adaptiveMode(),
 	}
 	fmt.Fprintf(out, "== stall: %d s of %v, then %d s where every request takes %v; backup after %d ms; "+
 		"window %s s, refresh every %s s; modes run one after the other\n\n",
@@ -303,6 +341,121 @@ func stall(ctx context.Context, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "target strict: backups <= 6%% of calls in every stall second but the first: worst %.2f%% (stall second %d): %s\n",
 		100*worst, at, verdict(worst <= 0.06))
+	ad := results[3]
+	worstLoad, at := worstExtra(ad, "stall")
+	fmt.Fprintf(out, "target %s: extra requests <= %g%% in every stall second but the first: worst %.2f%% (stall second %d): %s\n",
+		modes[3].name, 100**extraLoad, 100*worstLoad, at, verdict(worstLoad <= *extraLoad+0.001))
+	fmt.Fprint(out, "p99.9 per phase, ms:")
+	for i, r := range results {
+		fmt.Fprintf(out, "  %s: normal %s, stall %s", modes[i].name, fmtMs(r.Phase("normal").P999), fmtMs(r.Phase("stall").P999))
+	}
+	fmt.Fprintln(out)
+	fmt.Fprintln(out)
+	return nil
+}
+
+// worstExtra is the largest share of backups per completed call over the
+// seconds of a phase after its first, and which second (from 1) it was.
+// Backups, not server requests: a request that arrived in the next second
+// would move load between seconds.
+func worstExtra(r *loadtest.Result, phase string) (worst float64, at int) {
+	start := r.PhaseStart(phase)
+	for i := start + 1; i < len(r.Seconds) && r.Seconds[i].Phase == phase; i++ {
+		if b := r.Seconds[i].BackupRatio(); b >= worst {
+			worst, at = b, i-start+1
+		}
+	}
+	return worst, at
+}
+
+func fmtDelay(d time.Duration) string {
+	if d < 0 {
+		return "-"
+	}
+	return fmtMs(d)
+}
+
+// shift: the normal latency moves from base_ms to shift_ms. A fixed delay
+// set for the old latency now backs up nearly every call; the adaptive
+// policy's delay follows.
+func shift(ctx context.Context, out io.Writer) error {
+	p := normalProfile()
+	sp := p
+	sp.Base = ms(*shiftMs)
+	modes := []mode{
+		{name: "no backup", backupMs: -1},
+		{name: fmt.Sprintf("backup %d ms", *backupMs), backupMs: int32(*backupMs)},
+		{name: fmt.Sprintf("backup %d ms, ratio %g strict", *backupMs, *maxRatio), backupMs: int32(*backupMs), ratio: *maxRatio, strict: loadtest.StrictOn},
+		adaptiveMode(),
+	}
+	fmt.Fprintf(out, "== shift: %d s of %v, then %d s of %v; modes run one after the other\n\n", *normalS, p, *shiftS, sp)
+	phases := []loadtest.Phase{{Name: "normal", Seconds: *normalS, Profile: p}, {Name: "shifted", Seconds: *shiftS, Profile: sp}}
+	var results []*loadtest.Result
+	for _, m := range modes {
+		res, err := run(ctx, m, phases)
+		if err != nil {
+			return err
+		}
+		results = append(results, res)
+	}
+	fmt.Fprintf(out, "%-9s", "")
+	for _, m := range modes[1:] {
+		fmt.Fprintf(out, " | %-28s", m.name)
+	}
+	fmt.Fprintf(out, "\n%-9s", "second")
+	for range modes[1:] {
+		fmt.Fprintf(out, " | %7s %7s %6s %5s", "delay", "p99 ms", "backup", "load")
+	}
+	fmt.Fprintln(out)
+	start := results[0].PhaseStart("shifted")
+	for i := max(start-2, 0); i < len(results[0].Seconds); i++ {
+		label := fmt.Sprintf("shifted %d", i-start+1)
+		if i < start {
+			label = fmt.Sprintf("normal%+d", i-start)
+		}
+		fmt.Fprintf(out, "%-9s", label)
+		for k, r := range results[1:] {
+			if i >= len(r.Seconds) {
+				fmt.Fprintf(out, " | %28s", "")
+				continue
+			}
+			s := r.Seconds[i]
+			delay := fmtDelay(s.BackupDelay)
+			if modes[k+1].adaptive <= 0 {
+				delay = fmt.Sprintf("%d", *backupMs)
+			}
+			fmt.Fprintf(out, " | %7s %7s %5.1f%% %4.2fx", delay, fmtMs(s.P99), 100*s.BackupRatio(), s.Load())
+		}
+		fmt.Fprintln(out)
+	}
+	fmt.Fprintln(out)
+	fmt.Fprintf(out, "%-34s %9s %9s %9s %9s %9s %9s\n", "mode", "p99 norm", "p99 shift", "p999 norm", "p999 shift", "extra norm", "extra shift")
+	for i, r := range results {
+		n, sh := r.Phase("normal"), r.Phase("shifted")
+		fmt.Fprintf(out, "%-34s %9s %9s %9s %10s %9.2f%% %10.2f%%\n", modes[i].name, fmtMs(n.P99), fmtMs(sh.P99),
+			fmtMs(n.P999), fmtMs(sh.P999), 100*n.ExtraLoad(), 100*sh.ExtraLoad())
+	}
+	fmt.Fprintln(out)
+	fmt.Fprintln(out, "delay = the adaptive policy's delay at the end of the second (ms); backup = backups / calls completed;")
+	fmt.Fprintln(out, "load = requests the servers received / calls completed.")
+	ad := results[3]
+	// Followed: the delay is at least the new normal latency (the p95 of
+	// the shifted profile lies at or above it) in every second from the
+	// fifth after the shift.
+	followed := 0
+	for i := start; i < len(ad.Seconds); i++ {
+		if ad.Seconds[i].BackupDelay < ms(*shiftMs) {
+			followed = 0
+			continue
+		}
+		if followed == 0 {
+			followed = i - start + 1
+		}
+	}
+	worst, at := worstExtra(ad, "shifted")
+	fmt.Fprintf(out, "target %s: delay >= %v from shifted second %d on (<= 5: %s); backups <= %g%% of calls in every shifted second but the first: worst %.2f%% (second %d): %s\n",
+		modes[3].name, ms(*shiftMs), followed, verdict(followed > 0 && followed <= 5), 100**extraLoad, 100*worst, at, verdict(worst <= *extraLoad+0.001))
+	fmt.Fprintln(out)
 	return nil
 }
 
