@@ -39,6 +39,12 @@ type AdaptiveOptions struct {
 	// bounds it anyway. Until then the channel's own BackupRequestMs
 	// applies (none if unset).
 	MinSamples int
+	// MaxBackups is how many backups one call may send, in [1, 8]; 0
+	// means 1 (brpc's single backup). A second one is due one delay after
+	// the first and goes to a third server: it rescues the calls whose
+	// first attempt and backup are both slow (with 5% slow calls, 0.25% of
+	// them: their p99.9), and comes out of the same budget.
+	MaxBackups int
 	// Name, when set, exposes <Name>_backup_delay_us (the current delay, 0
 	// until the first percentile is trusted) and <Name>_backup_budget
 	// (backups left this second).
@@ -94,10 +100,16 @@ type AdaptivePolicy struct {
 	closed    atomic.Bool
 }
 
-var _ controller.BackupDelayPolicy = (*AdaptivePolicy)(nil)
+var (
+	_ controller.BackupDelayPolicy = (*AdaptivePolicy)(nil)
+	_ controller.MultiBackupPolicy = (*AdaptivePolicy)(nil)
+)
 
 // DefaultAdaptiveWindowSeconds is AdaptiveOptions.WindowSeconds's default.
 const DefaultAdaptiveWindowSeconds = 3
+
+// maxAdaptiveBackups bounds AdaptiveOptions.MaxBackups.
+const maxAdaptiveBackups = 8
 
 // adaptiveLookbackSeconds is how far back the percentile may read to
 // find MinSamples calls.
@@ -118,11 +130,16 @@ func NewAdaptivePolicy(o AdaptiveOptions) (*AdaptivePolicy, error) {
 	case o.WindowSeconds < 0 || o.WindowSeconds > bvar.MaxWindowSize:
 		return nil, fmt.Errorf("backup: AdaptiveOptions.WindowSeconds = %d, want [1, %d] (0: %d)",
 			o.WindowSeconds, bvar.MaxWindowSize, DefaultAdaptiveWindowSeconds)
+	case o.MaxBackups < 0 || o.MaxBackups > maxAdaptiveBackups:
+		return nil, fmt.Errorf("backup: AdaptiveOptions.MaxBackups = %d, want [1, %d] (0: 1)", o.MaxBackups, maxAdaptiveBackups)
 	case o.MinSamples < 0:
 		return nil, fmt.Errorf("backup: AdaptiveOptions.MinSamples = %d, want >= 0 (0: max(100, 10 / MaxExtraLoad))", o.MinSamples)
 	}
 	if o.WindowSeconds == 0 {
 		o.WindowSeconds = DefaultAdaptiveWindowSeconds
+	}
+	if o.MaxBackups == 0 {
+		o.MaxBackups = 1
 	}
 	if o.MinSamples == 0 {
 		o.MinSamples = int(max(100, math.Ceil(10/o.MaxExtraLoad)))
@@ -257,6 +274,9 @@ func (p *AdaptivePolicy) GetBackupRequestMs(*controller.Controller) int32 {
 	}
 	return int32(min((us+999)/1000, math.MaxInt32))
 }
+
+// MaxBackupRequests is AdaptiveOptions.MaxBackups.
+func (p *AdaptivePolicy) MaxBackupRequests(*controller.Controller) int { return p.opts.MaxBackups }
 
 // DoBackup allows a backup while this second's budget holds one.
 func (p *AdaptivePolicy) DoBackup(*controller.Controller) bool {

@@ -47,6 +47,8 @@ func TestAdaptiveValidationNamesTheField(t *testing.T) {
 		{AdaptiveOptions{MaxExtraLoad: 0.05, WindowSeconds: -1}, "WindowSeconds"},
 		{AdaptiveOptions{MaxExtraLoad: 0.05, WindowSeconds: bvar.MaxWindowSize + 1}, "WindowSeconds"},
 		{AdaptiveOptions{MaxExtraLoad: 0.05, MinSamples: -1}, "MinSamples"},
+		{AdaptiveOptions{MaxExtraLoad: 0.05, MaxBackups: -1}, "MaxBackups"},
+		{AdaptiveOptions{MaxExtraLoad: 0.05, MaxBackups: 9}, "MaxBackups"},
 	} {
 		_, err := NewAdaptivePolicy(tc.o)
 		if assert.Error(t, err, "%+v", tc.o) {
@@ -56,6 +58,7 @@ func TestAdaptiveValidationNamesTheField(t *testing.T) {
 	p := newAdaptive(t, AdaptiveOptions{MaxExtraLoad: 0.05})
 	assert.Equal(t, 200, p.Options().MinSamples, "10 / 5%")
 	assert.Equal(t, DefaultAdaptiveWindowSeconds, p.Options().WindowSeconds)
+	assert.Equal(t, 1, p.MaxBackupRequests(nil), "one backup, as brpc")
 	p2 := newAdaptive(t, AdaptiveOptions{MaxExtraLoad: 0.5})
 	assert.Equal(t, 100, p2.Options().MinSamples, "at least 100")
 }

@@ -1,6 +1,7 @@
 package channel_test
 
 import (
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -139,7 +140,7 @@ func TestAdaptiveBackupOnSelectiveChannelAndController(t *testing.T) {
 	p, err := backup.NewAdaptivePolicy(backup.AdaptiveOptions{MaxExtraLoad: 1, MinSamples: 1})
 	require.NoError(t, err)
 	defer p.Close()
-	p.OnRPCEnd(controller.New()) // one success of 0 µs: the delay is 0
+	p.OnRPCEnd(controller.New())           // one success of 0 µs: the delay is 0
 	c.svcs[0].DelayEveryOther.Store(false) // every call sleeps: the backup always leaves first
 	ch := clusterChannel(t, c.addrs[0], "", func(o *channel.Options) { o.TimeoutMs = 2000 })
 	plain := testpb.NewEchoServiceStub(ch)
@@ -158,4 +159,63 @@ func TestAdaptiveBackupOnSelectiveChannelAndController(t *testing.T) {
 	// one of what is unspent.
 	assert.GreaterOrEqual(t, backedUp, 4)
 	assert.Equal(t, int64(backedUp), p.Backups())
+}
+
+// multiPolicy allows every backup after ms, up to n per call.
+type multiPolicy struct {
+	ms    int32
+	n     int
+	asked atomic.Int32
+}
+
+func (p *multiPolicy) GetBackupRequestMs(*controller.Controller) int32 { return p.ms }
+func (p *multiPolicy) DoBackup(*controller.Controller) bool {
+	p.asked.Add(1)
+	return true
+}
+func (p *multiPolicy) OnRPCEnd(*controller.Controller)              {}
+func (p *multiPolicy) MaxBackupRequests(*controller.Controller) int { return p.n }
+
+// With two backups allowed, a call whose first attempt and first backup
+// both hit slow servers is answered by a third server one delay later.
+func TestSecondBackupGoesToAThirdServer(t *testing.T) {
+	c := startCluster(t, 3)
+	c.svcs[0].Delay.Store(int64(400 * time.Millisecond))
+	c.svcs[1].Delay.Store(int64(400 * time.Millisecond))
+	p := &multiPolicy{ms: 20, n: 2}
+	ch := clusterChannel(t, c.listURL(), "rr", func(o *channel.Options) {
+		o.BackupRequestPolicy = p
+		o.TimeoutMs = 2000
+	})
+	stub := testpb.NewEchoServiceStub(ch)
+	twice := 0
+	for range 6 {
+		cntl := controller.New()
+		echo(stub, cntl, "x")
+		require.NoError(t, cntl.Err())
+		assert.Equal(t, c.addrs[2], cntl.RemoteSide().String(), "only the fast server answers in time")
+		assert.Less(t, cntl.LatencyUs(), int64(300_000))
+		if cntl.RetriedCount() == 2 {
+			twice++
+			assert.True(t, cntl.HasBackupRequest())
+			assert.True(t, cntl.BackupWon())
+			assert.GreaterOrEqual(t, cntl.LatencyUs(), int64(40_000), "the second backup is due two delays after the start")
+		}
+	}
+	assert.Positive(t, twice, "rr starts on each server in turn: some calls needed the second backup")
+
+	// One backup only (the default): a first attempt and a backup that
+	// both hit slow servers wait for them.
+	one := &multiPolicy{ms: 20, n: 1}
+	ch1 := clusterChannel(t, c.listURL(), "rr", func(o *channel.Options) {
+		o.BackupRequestPolicy = one
+		o.TimeoutMs = 2000
+	})
+	stub1 := testpb.NewEchoServiceStub(ch1)
+	for range 6 {
+		cntl := controller.New()
+		echo(stub1, cntl, "x")
+		require.NoError(t, cntl.Err())
+		assert.LessOrEqual(t, cntl.RetriedCount(), 1)
+	}
 }

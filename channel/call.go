@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -139,13 +140,16 @@ type call struct {
 	nretry  int
 	issuing int // attempts being started; the request's body lives while > 0
 	current *attempt
-	// unfinished is the first attempt once a backup was sent: both may
+	// unfinished are the earlier attempts once backups were sent: all may
 	// still answer, and the first good answer wins (brpc's
-	// _unfinished_call).
-	unfinished *attempt
-	backupAtt  *attempt // the backup attempt, nil until one is sent
-	first      attempt  // the first attempt, allocated with the call
-	winner     *attempt
+	// _unfinished_call, which holds one: brpc sends one backup).
+	unfinished    []*attempt
+	unfinishedBuf [1]*attempt // storage for the usual single backup
+	backupAtt     *attempt    // the first backup, nil until one is sent
+	nbackups      int         // backups sent
+	maxBackups    int         // 1, or what a controller.MultiBackupPolicy allows
+	first         attempt     // the first attempt, allocated with the call
+	winner        *attempt
 	// With rpcz on, every attempt is kept for the span.
 	trace    bool
 	attempts []*attempt
@@ -446,7 +450,10 @@ func (c *call) resolveBackup(opts *resolved) {
 			delay = -1
 		}
 	}
-	c.policy, c.backupDelay = policy, delay
+	c.policy, c.backupDelay, c.maxBackups = policy, delay, 1
+	if mp, ok := policy.(controller.MultiBackupPolicy); ok {
+		c.maxBackups = max(mp.MaxBackupRequests(c.cntl), 1)
+	}
 }
 
 // onBackupTimer sends the backup: the same request to another server
@@ -455,9 +462,13 @@ func (c *call) resolveBackup(opts *resolved) {
 // first attempt; the deadline stays armed either way. The policy is asked
 // under the call's lock, as brpc asks it under the call id's: it is never
 // asked about a call that has ended.
+//
+// A MultiBackupPolicy may allow more than one: each further backup is due
+// one delay after the previous one and goes to yet another server; the
+// policy is asked again for each.
 func (c *call) onBackupTimer() {
 	c.mu.Lock()
-	if c.ended || c.backupAtt != nil || c.nretry >= c.maxRetry {
+	if c.ended || c.nbackups >= c.maxBackups || c.nretry >= c.maxRetry {
 		c.mu.Unlock()
 		return
 	}
@@ -467,18 +478,30 @@ func (c *call) onBackupTimer() {
 		return
 	}
 	c.tried.add(c.current.server)
-	c.unfinished = c.current
+	if c.unfinished == nil {
+		c.unfinished = c.unfinishedBuf[:0]
+	}
+	c.unfinished = append(c.unfinished, c.current)
 	c.nretry++
 	next := c.newAttemptLocked()
 	next.backup = true
-	c.backupAtt = next
+	if c.backupAtt == nil {
+		c.backupAtt = next
+	}
+	c.nbackups++
+	due := time.Duration(c.nbackups) * c.backupDelay
+	if c.nbackups < c.maxBackups && c.nretry < c.maxRetry {
+		// Under the lock: finish, which stops the timer, runs after ended
+		// is set, which this checked.
+		c.backupTimer.Start(c.backupDelay, 0, true, fireBackup, c)
+	}
 	c.issuing++
 	c.mu.Unlock()
 	c.s.stats().backupSent.Add(1)
 	c.issue(next) // on the timer's own goroutine
 	// How late the backup left (issue returns once it is written, or
 	// handed to a sub-channel): <channel>_backup_lateness.
-	c.s.stats().backupLateness().Record(time.Since(c.start) - c.backupDelay)
+	c.s.stats().backupLateness().Record(time.Since(c.start) - due)
 }
 
 // newAttemptLocked starts the next attempt.
@@ -630,7 +653,7 @@ func (c *call) claim(a *attempt, remote, local net.Addr) (handle any, won bool) 
 	if remote != nil {
 		c.remote, c.local = remote, local
 	}
-	backupWon := a == c.backupAtt
+	backupWon := a.backup
 	c.mu.Unlock()
 	if backupWon {
 		c.s.stats().backupWon.Add(1)
@@ -639,9 +662,9 @@ func (c *call) claim(a *attempt, remote, local net.Addr) (handle any, won bool) 
 }
 
 // liveLocked reports whether a may still decide the call: the attempt in
-// flight, or the first attempt still waited for after a backup.
+// flight, or an earlier one still waited for after a backup.
 func (c *call) liveLocked(a *attempt) bool {
-	return a == c.current || (a == c.unfinished && a != nil)
+	return a == c.current || (a != nil && slices.Contains(c.unfinished, a))
 }
 
 // won ends the call after its winner filled the response; code is non-zero
@@ -677,20 +700,21 @@ func (c *call) onFailure(a *attempt, code controller.Errno, text string, answere
 	var next *attempt
 	end := false
 	switch {
-	case a == c.unfinished:
-		// The first attempt failed while the backup is pending: ignore
-		// it and keep waiting for the backup.
-		c.unfinished = nil
+	case a != c.current:
+		// An earlier attempt failed while a backup is pending: ignore it
+		// and keep waiting for the others.
+		c.unfinished = slices.DeleteFunc(c.unfinished, func(u *attempt) bool { return u == a })
 	case retryable(code) && c.nretry < c.maxRetry && !c.s.closed() &&
 		(c.deadline.IsZero() || time.Now().Before(c.deadline)):
 		c.tried.add(a.server)
 		c.nretry++
 		next = c.newAttemptLocked()
 		c.issuing++
-	case c.unfinished != nil:
-		// The backup failed for good but the first attempt may still
-		// answer: a slow answer beats an error, so wait for it.
-		c.current, c.unfinished = c.unfinished, nil
+	case len(c.unfinished) > 0:
+		// The latest backup failed for good but an earlier attempt may
+		// still answer: a slow answer beats an error, so wait for it.
+		last := len(c.unfinished) - 1
+		c.current, c.unfinished = c.unfinished[last], c.unfinished[:last]
 	default:
 		c.ended = true
 		end = true
@@ -818,7 +842,7 @@ func (c *call) abandonedCodeLocked() controller.Errno {
 	switch {
 	case c.code != 0:
 		return c.code
-	case c.winner == c.backupAtt:
+	case c.winner != nil && c.winner.backup:
 		return controller.EBACKUPREQUEST
 	default:
 		return controller.ECANCELED
@@ -840,20 +864,28 @@ func (c *call) finish(code controller.Errno) {
 	}
 	c.mu.Lock()
 	c.code = code
-	// Attempts still in flight are abandoned: at most the current one and
-	// the unfinished first attempt of a backed-up call. Those connecting
-	// still are fed back now too; they find the call ended when they get
-	// their connection.
-	var abandoned [2]*attempt
-	var handles [2]any
-	var fbs [2]feedback
-	for i, a := range [2]*attempt{c.current, c.unfinished} {
+	// Attempts still in flight are abandoned: the current one and the
+	// earlier ones of a backed-up call. Those connecting still are fed
+	// back now too; they find the call ended when they get their
+	// connection.
+	type abandonedAttempt struct {
+		a      *attempt
+		handle any
+		fb     feedback
+	}
+	var abandonedBuf [2]abandonedAttempt
+	abandoned := abandonedBuf[:0]
+	for i := -1; i < len(c.unfinished); i++ {
+		a := c.current
+		if i >= 0 {
+			a = c.unfinished[i]
+		}
 		if a == nil || a == c.winner {
 			continue
 		}
-		abandoned[i], handles[i] = a, c.takeLocked(a)
-		a.abandoned = handles[i] != nil
-		fbs[i] = c.feedbackLocked(a, c.abandonedCodeLocked())
+		h := c.takeLocked(a)
+		a.abandoned = h != nil
+		abandoned = append(abandoned, abandonedAttempt{a, h, c.feedbackLocked(a, c.abandonedCodeLocked())})
 	}
 	body := c.takeBodyLocked()
 	hasBackup := c.backupAtt != nil
@@ -867,17 +899,17 @@ func (c *call) finish(code controller.Errno) {
 	}
 	st.RetriedCount = c.nretry
 	st.HasBackupRequest = hasBackup
-	st.BackupWon = hasBackup && c.winner == c.backupAtt
+	st.BackupWon = hasBackup && c.winner != nil && c.winner.backup
 	st.LatencyUs = time.Since(c.start).Microseconds()
 	c.mu.Unlock()
 	if body != nil {
 		putBuf(body)
 	}
-	for i, a := range abandoned {
-		if handles[i] != nil {
-			c.s.release(c, a, handles[i], false)
+	for _, ab := range abandoned {
+		if ab.handle != nil {
+			c.s.release(c, ab.a, ab.handle, false)
 		}
-		fbs[i].send()
+		ab.fb.send()
 	}
 
 	// Exactly once per RPC, sync or async, with the results in place.
@@ -912,7 +944,7 @@ func (c *call) recordSpan(code controller.Errno) {
 		span.Remote = c.remote.String()
 	}
 	for _, a := range c.attempts {
-		at := rpcz.Attempt{Start: a.begin, Backup: a == c.backupAtt, Won: a == c.winner,
+		at := rpcz.Attempt{Start: a.begin, Backup: a.backup, Won: a == c.winner,
 			ErrorCode: a.code, Abandoned: a.abandoned}
 		if a.server != nil {
 			at.Server = a.server.Addr

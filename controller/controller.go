@@ -127,6 +127,15 @@ type BackupDelayPolicy interface {
 	BackupRequestDelay(cntl *Controller) (delay time.Duration, ok bool)
 }
 
+// MultiBackupPolicy is a BackupPolicy that may send more than one backup
+// per RPC (brpc sends one): each further backup is due one delay after the
+// previous one, goes to a server not tried yet, counts as a retry and is
+// asked of DoBackup like the first.
+type MultiBackupPolicy interface {
+	BackupPolicy
+	MaxBackupRequests(cntl *Controller) int
+}
+
 // New returns a Controller with every setting at its default.
 func New() *Controller { return &Controller{} }
 

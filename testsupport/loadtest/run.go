@@ -69,6 +69,10 @@ type Config struct {
 	// many goroutines at once), e.g. to study the calls that sent a
 	// backup. It must be quick: the next call waits for it.
 	Observe func(cntl *controller.Controller, latency time.Duration)
+	// BackupDelay, when set, reports a backup policy's current delay
+	// (false: none yet) at the end of each second, for Second.BackupDelay;
+	// else the channel's own <prefix>_backup_delay_us is read.
+	BackupDelay func() (time.Duration, bool)
 }
 
 // Second is what happened in one sampler second. Calls, errors and
@@ -347,7 +351,14 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		if k < slots && k > 0 && slotPhase[k] != slotPhase[k-1] {
 			cl.SetProfile(cfg.Phases[slotPhase[k]].Profile)
 		}
-		snaps[k] = snapshot{sent.Get(), refused.Get(), cl.Requests(), readInt(prefix + "_backup_delay_us")}
+		delayUs := readInt(prefix + "_backup_delay_us")
+		if cfg.BackupDelay != nil {
+			delayUs = -1
+			if d, ok := cfg.BackupDelay(); ok {
+				delayUs = d.Microseconds()
+			}
+		}
+		snaps[k] = snapshot{sent.Get(), refused.Get(), cl.Requests(), delayUs}
 		slot.Store(int64(k))
 		if k == slots {
 			close(finished)
@@ -442,7 +453,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		sec.ServerRequests = snaps[k+1].requests - snaps[k].requests
 		sec.P50, sec.P99, sec.P999, sec.Max = percentiles(lat)
 		sec.BackupDelay = -1
-		if us := snaps[k+1].delayUs; us > 0 {
+		if us := snaps[k+1].delayUs; us >= 0 {
 			sec.BackupDelay = time.Duration(us) * time.Microsecond
 		}
 		res.Seconds = append(res.Seconds, sec)

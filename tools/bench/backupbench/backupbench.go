@@ -37,6 +37,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gobrpc/gobrpc/backup"
 	"github.com/gobrpc/gobrpc/channel"
 	"github.com/gobrpc/gobrpc/testsupport/loadtest"
 )
@@ -74,11 +75,16 @@ type mode struct {
 	backupMs int32   // -1: none
 	ratio    float64 // <= 0: unlimited
 	strict   loadtest.StrictMode
-	adaptive float64 // > 0: BackupRequestMaxExtraLoad (an AdaptivePolicy)
+	adaptive float64 // > 0: an AdaptivePolicy with this MaxExtraLoad
+	backups  int     // its MaxBackups
 }
 
 func adaptiveMode() mode {
-	return mode{name: fmt.Sprintf("adaptive %g", *extraLoad), backupMs: -1, adaptive: *extraLoad}
+	return mode{name: fmt.Sprintf("adaptive %g", *extraLoad), backupMs: -1, adaptive: *extraLoad, backups: 1}
+}
+
+func adaptive2Mode() mode {
+	return mode{name: fmt.Sprintf("adaptive %g, 2 backups", *extraLoad), backupMs: -1, adaptive: *extraLoad, backups: 2}
 }
 
 func (m mode) options() *channel.Options {
@@ -90,9 +96,6 @@ func (m mode) options() *channel.Options {
 		o.BackupRequestMaxRatio = m.ratio
 	}
 	o.BackupRequestMaxExtraLoad = -1
-	if m.adaptive > 0 {
-		o.BackupRequestMaxExtraLoad = m.adaptive
-	}
 	return &o
 }
 
@@ -156,10 +159,22 @@ func loadAvg() string {
 func run(ctx context.Context, m mode, phases []loadtest.Phase) (*loadtest.Result, error) {
 	runtime.GC()
 	time.Sleep(300 * time.Millisecond) // let the previous run's connections go
-	res, err := loadtest.Run(ctx, loadtest.Config{
+	cfg := loadtest.Config{
 		Servers: *servers, Callers: *callers, Options: m.options(), Strict: m.strict,
 		WarmupSeconds: *warmupS, Phases: phases,
-	})
+	}
+	if m.adaptive > 0 {
+		// A fresh policy per run (what Options.BackupRequestMaxExtraLoad
+		// builds, with MaxBackups).
+		p, err := backup.NewAdaptivePolicy(backup.AdaptiveOptions{MaxExtraLoad: m.adaptive, MaxBackups: m.backups})
+		if err != nil {
+			return nil, err
+		}
+		defer p.Close()
+		cfg.Options.BackupRequestPolicy = p
+		cfg.BackupDelay = p.Delay
+	}
+	res, err := loadtest.Run(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", m.name, err)
 	}
@@ -178,6 +193,7 @@ func steady(ctx context.Context, out io.Writer) error {
 		{name: fmt.Sprintf("backup %d ms", *backupMs), backupMs: int32(*backupMs)},
 		{name: fmt.Sprintf("backup %d ms, max ratio %g", *backupMs, *maxRatio), backupMs: int32(*backupMs), ratio: *maxRatio, strict: loadtest.StrictOff},
 		adaptiveMode(),
+		adaptive2Mode(),
 	}
 	fmt.Fprintf(out, "== steady: servers answer in %v; %d s per mode, run one after the other\n\n", p, *duration)
 	var sums []loadtest.Summary
@@ -225,7 +241,7 @@ func steady(ctx context.Context, out io.Writer) error {
 	fmt.Fprintln(out, "extra req = requests the servers received / calls - 1; backups (refused) = backups sent (vetoed by the")
 	fmt.Fprintln(out, "ratio limit) / calls; p99/nb = p99 / p99 without backup. Percentiles are exact, over every call.")
 	fmt.Fprintln(out, "C++ brpc in this scenario: p99 50.3 ms without backups, 6.5 ms with them (0.13x), 4.9% extra requests.")
-	for _, i := range []int{1, 2, 3} {
+	for _, i := range []int{1, 2, 3, 4} {
 		s := sums[i]
 		r := float64(s.P99) / float64(sums[0].P99)
 		fmt.Fprintf(out, "target %-28s p99 ratio %.4f <= 0.15: %s; extra requests %.2f%% <= 5.5%%: %s\n",
@@ -245,7 +261,7 @@ func steady(ctx context.Context, out io.Writer) error {
 	fmt.Fprintln(out)
 	fmt.Fprintln(out, "backup lateness: how long after its due time (call start + backup delay) each backup left, in µs,")
 	fmt.Fprintln(out, "from the channel's <prefix>_backup_lateness LatencyRecorder (its last 10 s). Target p99 <= 200 µs.")
-	for _, i := range []int{1, 2, 3} {
+	for _, i := range []int{1, 2, 3, 4} {
 		l := results[i].BackupLatenessUs
 		fmt.Fprintf(out, "%-28s avg %5d  p90 %5d  p99 %5d  p99.9 %5d  max %5d: %s\n", modes[i].name,
 			l.Avg, l.P90, l.P99, l.P999, l.Max, verdict(l.P99 >= 0 && l.P99 <= 200))
