@@ -15,7 +15,7 @@ import (
 // required: the zero value of every other field is its default.
 type AdaptiveOptions struct {
 	// MaxExtraLoad is the extra load accepted, as backups per completed
-	// RPC, in (0, 1]: 0.05 allows 5% more requests. The delay is the
+	// RPC, in [0.0001, 1]: 0.05 allows 5% more requests. The delay is the
 	// (1 - MaxExtraLoad) percentile of recent successful latencies (5%
 	// extra: backups after the p95), and a strict per-second budget holds
 	// the backups to MaxExtraLoad × completed RPCs whatever the latencies.
@@ -105,8 +105,20 @@ var (
 	_ controller.MultiBackupPolicy = (*AdaptivePolicy)(nil)
 )
 
+// MinExtraLoad is the smallest MaxExtraLoad: one backup per 10,000 calls.
+// Below it the default MinSamples (10 / MaxExtraLoad) would need more than
+// 100,000 calls to trust a percentile, and a call's share of the budget
+// would vanish in its fixed-point unit.
+const MinExtraLoad = 0.0001
+
 // DefaultAdaptiveWindowSeconds is AdaptiveOptions.WindowSeconds's default.
 const DefaultAdaptiveWindowSeconds = 3
+
+// minRefusedSample is how many refused calls the delay's correction
+// needs: with a handful, one value more or less beyond the rank moves the
+// delay between clusters of latencies (a few refusals at the start of
+// each second, while the new second's budget fills, are common).
+const minRefusedSample = 20
 
 // maxAdaptiveBackups bounds AdaptiveOptions.MaxBackups.
 const maxAdaptiveBackups = 8
@@ -119,8 +131,8 @@ const adaptiveLookbackSeconds = 60
 // bad field. Close it when no channel uses it any more.
 func NewAdaptivePolicy(o AdaptiveOptions) (*AdaptivePolicy, error) {
 	switch {
-	case !(o.MaxExtraLoad > 0 && o.MaxExtraLoad <= 1):
-		return nil, fmt.Errorf("backup: AdaptiveOptions.MaxExtraLoad = %v, want (0, 1]", o.MaxExtraLoad)
+	case !(o.MaxExtraLoad >= MinExtraLoad && o.MaxExtraLoad <= 1):
+		return nil, fmt.Errorf("backup: AdaptiveOptions.MaxExtraLoad = %v, want [%g, 1]", o.MaxExtraLoad, MinExtraLoad)
 	case o.MinBackupMs < 0:
 		return nil, fmt.Errorf("backup: AdaptiveOptions.MinBackupMs = %d, want >= 0", o.MinBackupMs)
 	case o.MaxBackupMs < 0:
@@ -239,7 +251,7 @@ func (p *AdaptivePolicy) recompute() {
 		// values above every delay used meanwhile.
 		c := p.recentCounts()
 		reached := min(c.asked, n)
-		if float64(reached) > p.opts.MaxExtraLoad*float64(n) && c.refused > 0 {
+		if float64(reached) > p.opts.MaxExtraLoad*float64(n) && c.refused >= minRefusedSample {
 			// MaxExtraLoad×n of the reached calls should lie beyond the new
 			// delay; by the refused sample, that is the top
 			// MaxExtraLoad×n × refused/reached of the values.
@@ -278,9 +290,10 @@ func (p *AdaptivePolicy) GetBackupRequestMs(*controller.Controller) int32 {
 // MaxBackupRequests is AdaptiveOptions.MaxBackups.
 func (p *AdaptivePolicy) MaxBackupRequests(*controller.Controller) int { return p.opts.MaxBackups }
 
-// DoBackup allows a backup while this second's budget holds one.
+// DoBackup allows a backup while this second's budget holds one; a closed
+// policy allows none (its budget no longer starts new seconds).
 func (p *AdaptivePolicy) DoBackup(*controller.Controller) bool {
-	if !p.budget.spend() {
+	if p.closed.Load() || !p.budget.spend() {
 		p.refusals.Add(1)
 		return false
 	}
@@ -325,7 +338,7 @@ func (p *AdaptivePolicy) Backups() int64 { return p.backups.Load() }
 func (p *AdaptivePolicy) Options() AdaptiveOptions { return p.opts }
 
 // Close stops the policy's sampling and hides its variables. A closed
-// policy keeps its last delay.
+// policy keeps its last delay and allows no more backups.
 func (p *AdaptivePolicy) Close() {
 	if p.closed.Swap(true) {
 		return

@@ -67,16 +67,16 @@ var (
 			return nil
 		})
 	// MaxExtraLoadFlag is -backup_request_max_extra_load: -1 (off) or
-	// (0, 1], used by channels whose Options set neither a policy, nor a
+	// [0.0001, 1], used by channels whose Options set neither a policy, nor a
 	// ratio, nor BackupRequestMaxExtraLoad: they build an AdaptivePolicy
 	// with this MaxExtraLoad (no backup_request_ms needed).
 	MaxExtraLoadFlag = flags.DefineFloat64("backup_request_max_extra_load", -1,
-		"Send backups with a delay picked from recent latencies so that at most this share of extra requests goes out, in (0, 1]; -1 means off",
+		"Send backups with a delay picked from recent latencies so that at most this share of extra requests goes out, in [0.0001, 1]; -1 means off",
 		func(v float64) error {
-			if v == -1 || (v > 0 && v <= 1) {
+			if v == -1 || (v >= MinExtraLoad && v <= 1) {
 				return nil
 			}
-			return errors.New("must be -1 or in (0, 1]")
+			return errors.New("must be -1 or in [0.0001, 1]")
 		})
 	// StrictFlag is -backup_request_ratio_strict, read when a channel
 	// builds its policy: see RateLimitedOptions.Strict.

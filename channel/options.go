@@ -50,7 +50,7 @@ type Options struct {
 	BackupRequestMaxRatio float64
 
 	// BackupRequestMaxExtraLoad turns on backups with no delay to
-	// configure: a value in (0, 1] makes the channel build and own a
+	// configure: a value in [0.0001, 1] makes the channel build and own a
 	// backup.AdaptivePolicy with that MaxExtraLoad (backups at the
 	// latency percentile matching it, held to that share of the completed
 	// calls every second; see backup.AdaptiveOptions). -1
@@ -176,8 +176,8 @@ func (r *resolved) resolveBackupLimits() error {
 	if !unset(ratio) && !valid(ratio) {
 		return fmt.Errorf("channel: invalid BackupRequestMaxRatio %v (want (0, 1], or -1 for the flag backup_request_max_ratio)", ratio)
 	}
-	if !unset(extra) && !valid(extra) {
-		return fmt.Errorf("channel: invalid BackupRequestMaxExtraLoad %v (want (0, 1], or -1 for the flag backup_request_max_extra_load)", extra)
+	if !unset(extra) && !(extra >= backup.MinExtraLoad && extra <= 1) {
+		return fmt.Errorf("channel: invalid BackupRequestMaxExtraLoad %v (want [%g, 1], or -1 for the flag backup_request_max_extra_load)", extra, backup.MinExtraLoad)
 	}
 	switch {
 	case valid(ratio) && valid(extra):

@@ -30,6 +30,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/gobrpc/gobrpc/backup"
 	"github.com/gobrpc/gobrpc/bvar"
 	"github.com/gobrpc/gobrpc/channel"
 	"github.com/gobrpc/gobrpc/controller"
@@ -61,6 +62,7 @@ type setup struct {
 	opts    channel.Options
 	servers []*loadtest.CapacityServer
 	ch      *channel.Channel
+	calls   sync.WaitGroup // calls not ended yet
 
 	mu      sync.Mutex
 	seconds []second
@@ -78,9 +80,12 @@ type second struct {
 
 func main() {
 	flag.Parse()
-	if *rate <= 0 || *workers < 1 || *normalS < 1 || *spikeS < 1 || *afterS < 1 || *spikeMs <= 0 ||
-		*backupMs < 0 || !(*maxShare > 0 && *maxShare <= 1) || *timeoutMs < 1 {
-		log.Fatal("rate_limited_backup: every duration and rate must be positive, -max_share in (0, 1]")
+	if !(*rate >= 1 && *rate <= 100_000) || *workers < 1 || *workers > 10_000 ||
+		*normalS < 1 || *spikeS < 1 || *afterS < 1 || *normalS+*spikeS+*afterS > 600 ||
+		!(*spikeMs >= 0.01 && *spikeMs <= 10_000) || *backupMs < 0 || *backupMs > 60_000 ||
+		!(*maxShare >= backup.MinExtraLoad && *maxShare <= 1) || *timeoutMs < 1 || *timeoutMs > 600_000 {
+		log.Fatal("rate_limited_backup: want -rate in [1, 100000], -workers in [1, 10000], seconds >= 1 (600 in all), " +
+			"-spike_ms in [0.01, 10000], -backup_request_ms in [0, 60000], -max_share in [0.0001, 1], -timeout_ms in [1, 600000]")
 	}
 	spike := loadtest.Profile{Base: time.Duration(*spikeMs * float64(time.Millisecond))}
 	perServer := func(p loadtest.Profile) float64 { return float64(*workers) / p.Base.Seconds() }
@@ -171,9 +176,11 @@ func (s *setup) start() error {
 	return nil
 }
 
-// stop stops the servers first: they fail what is queued at once, and
-// the channel sees its calls end before it closes.
+// stop waits for the calls (at most their timeout), then stops the
+// servers (what they still hold are abandoned attempts, whose answers the
+// open channel drops) and closes the channel.
 func (s *setup) stop() {
+	s.calls.Wait()
 	for _, srv := range s.servers {
 		srv.Stop()
 	}
@@ -213,10 +220,12 @@ func run(ctx context.Context, setups []*setup, phase string, n int, p loadtest.P
 			s.cur = second{phase: phase, backups: -sent, requests: -r}
 			s.mu.Unlock()
 		}
+		// Calls are due at even gaps; the second ends on the clock, so a
+		// process that cannot keep up starts fewer (they are not owed).
 		gap := time.Duration(float64(time.Second) / *rate)
 		for k := 0; ; k++ {
 			at := start.Add(time.Duration(k) * gap)
-			if at.Sub(start) >= time.Second {
+			if at.Sub(start) >= time.Second || time.Since(start) >= time.Second {
 				break
 			}
 			if d := time.Until(at); d > 0 {
@@ -245,7 +254,9 @@ func (s *setup) call(req *testpb.EchoRequest) {
 	s.mu.Lock()
 	s.cur.started++
 	s.mu.Unlock()
+	s.calls.Add(1)
 	testpb.NewEchoServiceStub(s.ch).Echo(cntl, req, resp, func() {
+		defer s.calls.Done()
 		lat := time.Since(begin)
 		s.mu.Lock()
 		defer s.mu.Unlock()
