@@ -184,6 +184,19 @@ func run(ctx context.Context, m mode, phases []loadtest.Phase) (*loadtest.Result
 	return res, nil
 }
 
+// runAll runs every mode through the same phases, one after the other.
+func runAll(ctx context.Context, modes []mode, phases []loadtest.Phase) ([]*loadtest.Result, error) {
+	var results []*loadtest.Result
+	for _, m := range modes {
+		res, err := run(ctx, m, phases)
+		if err != nil {
+			return nil, err
+		}
+		results = append(results, res)
+	}
+	return results, nil
+}
+
 func fmtMs(d time.Duration) string { return fmt.Sprintf("%.2f", float64(d)/float64(time.Millisecond)) }
 
 func steady(ctx context.Context, out io.Writer) error {
@@ -196,15 +209,13 @@ func steady(ctx context.Context, out io.Writer) error {
 		adaptive2Mode(),
 	}
 	fmt.Fprintf(out, "== steady: servers answer in %v; %d s per mode, run one after the other\n\n", p, *duration)
+	results, err := runAll(ctx, modes, []loadtest.Phase{{Name: "steady", Seconds: *duration, Profile: p}})
+	if err != nil {
+		return err
+	}
 	var sums []loadtest.Summary
-	var results []*loadtest.Result
-	for _, m := range modes {
-		res, err := run(ctx, m, []loadtest.Phase{{Name: "steady", Seconds: *duration, Profile: p}})
-		if err != nil {
-			return err
-		}
-		sums = append(sums, res.Total)
-		results = append(results, res)
+	for _, r := range results {
+		sums = append(sums, r.Total)
 	}
 	if *perSecond {
 		fmt.Fprintf(out, "%6s", "")
@@ -297,13 +308,9 @@ func stall(ctx context.Context, out io.Writer) error {
 		"window %s s, refresh every %s s; modes run one after the other\n\n",
 		*normalS, p, *stallS, sp, *backupMs, flagValue("backup_request_ratio_window_size_s"), flagValue("backup_request_ratio_update_interval_s"))
 	phases := []loadtest.Phase{{Name: "normal", Seconds: *normalS, Profile: p}, {Name: "stall", Seconds: *stallS, Profile: sp}}
-	var results []*loadtest.Result
-	for _, m := range modes {
-		res, err := run(ctx, m, phases)
-		if err != nil {
-			return err
-		}
-		results = append(results, res)
+	results, err := runAll(ctx, modes, phases)
+	if err != nil {
+		return err
 	}
 	// Per second: the last two normal seconds, then the stall.
 	fmt.Fprintf(out, "%-8s", "")
@@ -406,13 +413,9 @@ func shift(ctx context.Context, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "== shift: %d s of %v, then %d s of %v; modes run one after the other\n\n", *normalS, p, *shiftS, sp)
 	phases := []loadtest.Phase{{Name: "normal", Seconds: *normalS, Profile: p}, {Name: "shifted", Seconds: *shiftS, Profile: sp}}
-	var results []*loadtest.Result
-	for _, m := range modes {
-		res, err := run(ctx, m, phases)
-		if err != nil {
-			return err
-		}
-		results = append(results, res)
+	results, err := runAll(ctx, modes, phases)
+	if err != nil {
+		return err
 	}
 	fmt.Fprintf(out, "%-9s", "")
 	for _, m := range modes[1:] {
