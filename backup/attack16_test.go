@@ -19,15 +19,13 @@ import (
 	"github.com/gobrpc/gobrpc/internal/ctrl"
 )
 
-// a16Ended is a Controller as a channel leaves it for OnRPCEnd.
+// a16Ended is ended (adaptive_test.go) with a latency in µs of any size
+// and the backup flag.
 func a16Ended(us int64, failed, backedUp bool) *controller.Controller {
-	c := controller.New()
+	c := ended(0, failed)
 	st := ctrl.Of(c)
 	st.LatencyUs = us
 	st.HasBackupRequest = backedUp
-	if failed {
-		st.ErrorCode = int32(controller.ERPCTIMEDOUT)
-	}
 	return c
 }
 
