@@ -78,7 +78,7 @@ type AdaptivePolicy struct {
 	minUs      int64
 	maxUs      int64 // 0: none
 
-	latencies *bvar.LatencyRecorder // successful calls, not exposed
+	latencies *bvar.Histogram // successful calls
 	budget    *secondBudget
 	hook      *bvar.SampleHook
 
@@ -156,7 +156,7 @@ func NewAdaptivePolicy(o AdaptiveOptions) (*AdaptivePolicy, error) {
 	if o.MinSamples == 0 {
 		o.MinSamples = int(max(100, math.Ceil(10/o.MaxExtraLoad)))
 	}
-	latencies, err := bvar.NewLatencyRecorderWindow("", max(o.WindowSeconds, adaptiveLookbackSeconds))
+	latencies, err := bvar.NewHistogram(max(o.WindowSeconds, adaptiveLookbackSeconds))
 	if err != nil {
 		return nil, fmt.Errorf("backup: %w", err)
 	}

@@ -216,18 +216,8 @@ func (r *LatencyRecorder) LatencyPercentile(p float64) int64 {
 	return out[0]
 }
 
-// RecentLatencies returns a copy of the most recent values: those
-// recorded since the last one-second sample, then whole seconds of the
-// window, newest first: at least minSeconds of them, and more until at
-// least minCount values are taken or the window is used up. Unlike the
-// window's percentiles it sees values at once (no wait for the first
-// seconds), and it follows a change within minSeconds at high rates.
-func (r *LatencyRecorder) RecentLatencies(minCount int64, minSeconds int) *LatencySnapshot {
-	return &LatencySnapshot{r.hist.recent(uint64(max(minCount, 1)), minSeconds)}
-}
-
-// LatencySnapshot is a copy of a LatencyRecorder's recent values (µs, in
-// buckets 1.6% wide; see RecentLatencies).
+// LatencySnapshot is a copy of a Histogram's recent values (µs, in
+// buckets 1.6% wide; see Histogram.RecentLatencies).
 type LatencySnapshot struct{ h *histSnapshot }
 
 // Count is how many values the snapshot holds.

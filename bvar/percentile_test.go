@@ -268,7 +268,8 @@ func (h *percentileHist) recentQuantile(p float64, minCount uint64, minSeconds i
 }
 
 func TestLatencySnapshot(t *testing.T) {
-	r := newLatencyRecorder(10)
+	r, err := NewHistogram(10)
+	assert.NoError(t, err)
 	defer r.Close()
 	for range 90 {
 		r.RecordUs(1000)
@@ -282,4 +283,8 @@ func TestLatencySnapshot(t *testing.T) {
 	assert.InDelta(t, 50_000, float64(s.Percentile(0.91)), 50_000.0/histSubBuckets)
 	assert.InDelta(t, 50_000, float64(s.AtRank(1000)), 50_000.0/histSubBuckets, "clamped")
 	assert.Equal(t, int64(0), (&LatencySnapshot{&histSnapshot{}}).Percentile(0.5))
+	r.Close()
+	r.Close() // twice is fine
+	_, err = NewHistogram(MaxWindowSize + 1)
+	assert.Error(t, err)
 }
