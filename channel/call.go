@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -80,6 +81,10 @@ type request struct {
 	msgLen  int
 	bodyBuf *[]byte // pooled storage behind body, released once no attempt is being sent
 
+	// h2:grpc: the request's headers (metadata included) and path.
+	grpcHeader http.Header
+	grpcPath   string
+
 	// A SelectiveChannel hands copies of the request and the attachment
 	// to its sub-calls, and each answers into a new message of respType;
 	// they get the caller's context (its cancellation and trace).
@@ -133,10 +138,17 @@ type call struct {
 	// has ended, for that reader to stop.
 	readConn *transport.ClientConn
 	over     atomic.Bool
+	// callerTrip is an h2:grpc first attempt's stream, left to a
+	// synchronous caller to run (net/http's RoundTrip waits for the
+	// answer) rather than to a goroutine of its own.
+	callerTrip func()
 
 	mu      sync.Mutex
 	ended   bool
 	code    controller.Errno // how the call ended, once ended
+	// grpcStatus is the last gRPC status a server answered, for
+	// protocol/grpc.StatusOf.
+	grpcStatus uint32
 	nretry  int
 	issuing int // attempts being started; the request's body lives while > 0
 	current *attempt
@@ -315,6 +327,10 @@ func (c *call) wait() {
 		if conn := c.readConn; conn != nil {
 			c.readConn = nil
 			conn.ReadFor(&c.first)
+		}
+		if trip := c.callerTrip; trip != nil {
+			c.callerTrip = nil
+			trip()
 		}
 		c.finished.Wait()
 	}
@@ -894,8 +910,10 @@ func (c *call) finish(code controller.Errno) {
 	st.ErrorCode = int32(code)
 	if code != 0 {
 		st.ErrorText = c.errText.String()
+		st.GRPCStatus = c.grpcStatus
 	} else {
 		st.ErrorText = ""
+		st.GRPCStatus = 0
 	}
 	st.RetriedCount = c.nretry
 	st.HasBackupRequest = hasBackup

@@ -24,6 +24,7 @@ import (
 
 	"github.com/gobrpc/gobrpc/backup"
 	"github.com/gobrpc/gobrpc/controller"
+	"github.com/gobrpc/gobrpc/internal/h2client"
 	"github.com/gobrpc/gobrpc/internal/transport"
 	"github.com/gobrpc/gobrpc/loadbalancer"
 	"github.com/gobrpc/gobrpc/naming"
@@ -37,7 +38,7 @@ type Channel struct {
 	target string
 
 	// One server (lb == nil): single is its endpoint.
-	single *transport.Endpoint
+	single endpoint
 
 	// A cluster: the naming service feeds servers, the balancer picks.
 	lb      loadbalancer.LoadBalancer
@@ -128,7 +129,7 @@ func (ch *Channel) initTarget(target, lbName string) error {
 		if err != nil {
 			return err
 		}
-		ch.single = transport.GetEndpoint(addr, ch.endpointOptions(), r.ConnectionGroup)
+		ch.single = ch.getEndpoint(addr)
 		return nil
 	}
 	if lbName == "" {
@@ -157,8 +158,32 @@ func (ch *Channel) initTarget(target, lbName string) error {
 	return nil
 }
 
-func (ch *Channel) endpointOptions() transport.EndpointOptions {
-	return transport.EndpointOptions{ConnType: ch.opts.connType, MaxBodySize: ch.opts.MaxBodySize, Auth: ch.opts.Auth}
+// endpoint is a channel's connections to one server and its health:
+// baidu_std's transport.Endpoint (shared between channels, as brpc's
+// SocketMap shares sockets) or h2:grpc's h2client.Endpoint (the
+// channel's own).
+type endpoint interface {
+	Addr() string
+	Available() bool
+	MarkFailed(reason string)
+	Ready() bool
+}
+
+func (ch *Channel) getEndpoint(addr string) endpoint {
+	if ch.opts.grpc {
+		return h2client.New(addr, ch.opts.connType)
+	}
+	opts := transport.EndpointOptions{ConnType: ch.opts.connType, MaxBodySize: ch.opts.MaxBodySize, Auth: ch.opts.Auth}
+	return transport.GetEndpoint(addr, opts, ch.opts.ConnectionGroup)
+}
+
+func putEndpoint(ep endpoint) {
+	switch e := ep.(type) {
+	case *transport.Endpoint:
+		transport.PutEndpoint(e)
+	case *h2client.Endpoint:
+		e.Close()
+	}
 }
 
 // updateServers applies a new list from the naming service: new nodes get
@@ -181,7 +206,7 @@ func (ch *Channel) updateServers(nodes []naming.Node) {
 		}
 		s := ch.servers[n]
 		if s == nil {
-			ep := transport.GetEndpoint(n.Addr, ch.endpointOptions(), ch.opts.ConnectionGroup)
+			ep := ch.getEndpoint(n.Addr)
 			s = &loadbalancer.Server{Addr: n.Addr, Tag: n.Tag, Available: ep.Available,
 				Value: newClusterServer(ch.vars.prefix, n.Addr, ep)}
 		}
@@ -193,7 +218,7 @@ func (ch *Channel) updateServers(nodes []naming.Node) {
 		if next[n] == nil {
 			cs := s.Value.(*clusterServer)
 			cs.hide()
-			transport.PutEndpoint(cs.ep)
+			putEndpoint(cs.ep)
 		}
 	}
 	ch.servers = next
@@ -256,7 +281,7 @@ func (ch *Channel) Close() error {
 	}
 	ch.releaseBackup()
 	if ch.single != nil {
-		transport.PutEndpoint(ch.single)
+		putEndpoint(ch.single)
 		return nil
 	}
 	ch.closeCluster()
@@ -274,7 +299,7 @@ func (ch *Channel) closeCluster() {
 	for _, s := range servers {
 		cs := s.Value.(*clusterServer)
 		cs.hide()
-		transport.PutEndpoint(cs.ep)
+		putEndpoint(cs.ep)
 	}
 	ch.lbVar.hide()
 }

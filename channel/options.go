@@ -65,8 +65,9 @@ type Options struct {
 	// brpc's default). Controller.SetMaxRetry overrides it per call.
 	MaxRetry int
 
-	// Protocol is the wire protocol; "" means "baidu_std", the only one
-	// channels speak so far.
+	// Protocol is the wire protocol: "baidu_std" (the default for "") or
+	// "h2:grpc", brpc's name for gRPC (unary calls to any gRPC server,
+	// over HTTP/2 without TLS; see docs/en/grpc.md).
 	Protocol string
 
 	// ConnectionType is "single" (one connection per server shared by all
@@ -121,6 +122,7 @@ func DefaultOptions() Options {
 type resolved struct {
 	Options
 	connType transport.ConnType
+	grpc     bool // Protocol is h2:grpc
 }
 
 // ownedPolicy is a backup policy a channel built for itself (for
@@ -233,8 +235,10 @@ func resolve(o *Options) (resolved, error) {
 	switch r.Protocol {
 	case "", "baidu_std":
 		r.Protocol = "baidu_std"
+	case "h2:grpc":
+		r.grpc = true
 	default:
-		return r, fmt.Errorf("channel: unsupported protocol %q (channels speak baidu_std)", r.Protocol)
+		return r, fmt.Errorf("channel: unsupported protocol %q (channels speak baidu_std and h2:grpc)", r.Protocol)
 	}
 	ct, err := transport.ParseConnType(r.ConnectionType)
 	if err != nil {

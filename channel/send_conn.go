@@ -12,6 +12,7 @@ import (
 	"github.com/gobrpc/gobrpc/controller"
 	"github.com/gobrpc/gobrpc/errno"
 	"github.com/gobrpc/gobrpc/flags"
+	"github.com/gobrpc/gobrpc/internal/h2client"
 	"github.com/gobrpc/gobrpc/internal/transport"
 	"github.com/gobrpc/gobrpc/protocol/baidustd"
 )
@@ -23,6 +24,9 @@ import (
 // into a frame body the call owns, followed by a copy of the attachment;
 // every attempt writes that body after its own header and meta.
 func (ch *Channel) prepare(c *call) (controller.Errno, string) {
+	if ch.opts.grpc {
+		return ch.prepareGRPC(c)
+	}
 	rq := &c.rq
 	buf := getBuf()
 	msg, err := proto.MarshalOptions{}.MarshalAppend((*buf)[:0], c.req)
@@ -61,7 +65,7 @@ func (ch *Channel) prepare(c *call) (controller.Errno, string) {
 	return 0, ""
 }
 
-func (ch *Channel) endpointOf(a *attempt) *transport.Endpoint {
+func (ch *Channel) endpointOf(a *attempt) endpoint {
 	if a.server != nil {
 		return a.server.Value.(*clusterServer).ep
 	}
@@ -74,10 +78,14 @@ func (ch *Channel) ready(a *attempt) bool { return ch.endpointOf(a).Ready() }
 // send connects (within the connect timeout, capped by the deadline) and
 // writes the frame.
 func (ch *Channel) send(c *call, a *attempt) {
-	ep := ch.endpointOf(a)
 	if a.server != nil {
 		a.server.Value.(*clusterServer).selected.Add(1)
 	}
+	if ep, ok := ch.endpointOf(a).(*h2client.Endpoint); ok {
+		ch.sendGRPC(c, a, ep)
+		return
+	}
+	ep := ch.endpointOf(a).(*transport.Endpoint)
 	connectTimeout := c.connectTimeout
 	cutByDeadline := false
 	if !c.deadline.IsZero() {
@@ -222,11 +230,15 @@ func remainingMs(deadline time.Time) int32 {
 // release gives the attempt's connection back (or closes a pooled or short
 // one that could still receive a late answer).
 func (ch *Channel) release(c *call, a *attempt, handle any, answered bool) {
+	if g, ok := handle.(*grpcAttempt); ok {
+		releaseGRPC(g)
+		return
+	}
 	conn := handle.(*transport.ClientConn)
 	if !answered {
 		conn.Unregister(a.id) // a late answer is dropped silently, as brpc does
 	}
-	ch.endpointOf(a).Release(conn, answered)
+	ch.endpointOf(a).(*transport.Endpoint).Release(conn, answered)
 }
 
 // serverFailed takes a server of a cluster out of selection after a
@@ -269,6 +281,7 @@ func (a *attempt) HandleResponse(conn *transport.ClientConn, m *baidustd.Meta, m
 	}
 	c.won(a, code, text)
 }
+
 
 // decodeResponse fills the user's response and attachment. It runs once,
 // by the owner of completion.

@@ -6,7 +6,6 @@ import (
 
 	"github.com/gobrpc/gobrpc/bvar"
 	"github.com/gobrpc/gobrpc/flags"
-	"github.com/gobrpc/gobrpc/internal/transport"
 )
 
 // ShowLBInVars is brpc's -show_lb_in_vars: expose each channel's load
@@ -19,7 +18,7 @@ var ShowLBInVars = flags.DefineBool("show_lb_in_vars", false,
 // shared endpoint (connections, health) and this channel's counters,
 // exposed as rpc_channel_<n>_<ip_port>_selected and _error.
 type clusterServer struct {
-	ep       *transport.Endpoint
+	ep       endpoint
 	selected *bvar.Adder[int64]
 	errors   *bvar.Adder[int64]
 }
@@ -39,7 +38,7 @@ func nextVarPrefix() string {
 	return fmt.Sprintf("rpc_channel_%d", channelSeq.n)
 }
 
-func newClusterServer(prefix, addr string, ep *transport.Endpoint) *clusterServer {
+func newClusterServer(prefix, addr string, ep endpoint) *clusterServer {
 	cs := &clusterServer{ep: ep, selected: bvar.NewAdder[int64](""), errors: bvar.NewAdder[int64]("")}
 	// A node listed twice with two tags shares its name: the second stays
 	// unexposed (Expose refuses, and the counters still work).

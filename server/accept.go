@@ -14,7 +14,8 @@ import (
 
 // One port serves every protocol, as brpc's does: the first bytes of a
 // new connection pick it. "PRPC" is baidu_std, handed to transport; an HTTP
-// method is HTTP/1.1, handed to net/http; anything else is closed. The
+// method is HTTP/1.1 and "PRI " HTTP/2 (gRPC), both handed to net/http;
+// anything else is closed. The
 // bytes are only peeked (MSG_PEEK), so whichever side takes the
 // connection reads it from its first byte.
 
@@ -45,7 +46,8 @@ const (
 	protoHTTP
 )
 
-var httpMethods = []string{"GET ", "POST", "PUT ", "HEAD", "DELE", "OPTI", "PATC", "CONN", "TRAC"}
+// "PRI " opens HTTP/2's connection preface: h2c, as gRPC clients speak it.
+var httpMethods = []string{"GET ", "POST", "PUT ", "HEAD", "DELE", "OPTI", "PATC", "CONN", "TRAC", "PRI "}
 
 // classify decides the protocol from the first bytes; ok is false while
 // more bytes are needed to tell.

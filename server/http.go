@@ -19,6 +19,7 @@ import (
 	"github.com/gobrpc/gobrpc/errno"
 	"github.com/gobrpc/gobrpc/internal/ctrl"
 	"github.com/gobrpc/gobrpc/protocol/baidustd"
+	"github.com/gobrpc/gobrpc/protocol/grpc"
 	"github.com/gobrpc/gobrpc/server/builtin"
 )
 
@@ -41,8 +42,15 @@ func (s *Server) newHTTPServer() {
 	if s.opts.IdleTimeoutSec > 0 {
 		idle = time.Duration(s.opts.IdleTimeoutSec) * time.Second
 	}
+	// HTTP/1.1 and HTTP/2 with prior knowledge (h2c, what gRPC clients
+	// speak without TLS): the connection's first bytes tell net/http which.
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
 	s.http = &http.Server{
 		Handler:           s,
+		Protocols:         &protocols,
+		HTTP2:             &http.HTTP2Config{MaxReadFrameSize: 1 << 20, MaxReceiveBufferPerConnection: 4 << 20, MaxReceiveBufferPerStream: 1 << 20},
 		ReadHeaderTimeout: s.sniffDeadline(),
 		IdleTimeout:       idle,
 		ErrorLog:          slog.NewLogLogger(slog.Default().Handler(), slog.LevelWarn),
@@ -79,6 +87,10 @@ func (s *Server) serveHTTPConn(c *net.TCPConn, l *listener) {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	tc, _ := r.Context().Value(connInfoKey{}).(*taggedConn)
 	internal := tc != nil && tc.internal
+	if r.ProtoMajor == 2 && grpc.IsGRPC(r.Header.Get("Content-Type")) {
+		s.serveGRPC(w, r, internal)
+		return
+	}
 	builtinPage := s.pages != nil && builtin.IsBuiltinPath(r.URL.Path)
 	var ac *auth.Context
 	if s.opts.Auth != nil && !(builtinPage && internal) {

@@ -35,6 +35,9 @@ type State struct {
 	RetriedCount     int
 	HasBackupRequest bool
 	BackupWon        bool
+	// GRPCStatus is the exact gRPC status of a call answered by a gRPC
+	// server, or set by a handler (protocol/grpc.SetStatus); 0 otherwise.
+	GRPCStatus uint32
 
 	// brpc's user_fields, nil until a Controller method creates them or a
 	// peer sent some.

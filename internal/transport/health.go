@@ -38,37 +38,49 @@ func (e *Endpoint) MarkFailed(reason string) {
 	go e.healthCheck(stop)
 }
 
-func (e *Endpoint) healthCheck(stop chan struct{}) {
-	defer e.hcDone.Done()
+// ProbeUntilUp calls probe every health_check_interval until it succeeds
+// (true) or stop is closed (false). probe is given the timeout of one
+// probe (brpc's health_check_timeout_ms).
+func ProbeUntilUp(stop <-chan struct{}, probe func(timeout time.Duration) bool) bool {
 	for {
 		t := time.NewTimer(time.Duration(HealthCheckInterval.Get()) * time.Second)
 		select {
 		case <-stop:
 			t.Stop()
-			return
+			return false
 		case <-t.C:
 		}
-		c, err := dial(e, healthCheckDialTimeout)
-		if err != nil {
-			continue
+		if probe(healthCheckDialTimeout) {
+			return true
 		}
-		e.mu.Lock()
-		if e.closed {
-			e.mu.Unlock()
-			c.Close()
-			return
-		}
-		if e.opts.ConnType == Single {
-			// Keep the probe's connection as the new shared one.
-			e.live[c] = struct{}{}
-			e.setSingle(c)
-		} else {
-			c.Close()
-		}
-		e.hcStop = nil
-		e.failed.Store(false)
-		e.mu.Unlock()
-		slog.Info("gobrpc: server revived", "addr", e.addr)
+	}
+}
+
+func (e *Endpoint) healthCheck(stop chan struct{}) {
+	defer e.hcDone.Done()
+	var c *ClientConn
+	if !ProbeUntilUp(stop, func(timeout time.Duration) bool {
+		var err error
+		c, err = dial(e, timeout)
+		return err == nil
+	}) {
 		return
 	}
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		c.Close()
+		return
+	}
+	if e.opts.ConnType == Single {
+		// Keep the probe's connection as the new shared one.
+		e.live[c] = struct{}{}
+		e.setSingle(c)
+	} else {
+		c.Close()
+	}
+	e.hcStop = nil
+	e.failed.Store(false)
+	e.mu.Unlock()
+	slog.Info("gobrpc: server revived", "addr", e.addr)
 }
