@@ -143,15 +143,15 @@ type call struct {
 	// answer) rather than to a goroutine of its own.
 	callerTrip func()
 
-	mu      sync.Mutex
-	ended   bool
-	code    controller.Errno // how the call ended, once ended
+	mu    sync.Mutex
+	ended bool
+	code  controller.Errno // how the call ended, once ended
 	// grpcStatus is the last gRPC status a server answered, for
 	// protocol/grpc.StatusOf.
 	grpcStatus uint32
-	nretry  int
-	issuing int // attempts being started; the request's body lives while > 0
-	current *attempt
+	nretry     int
+	issuing    int // attempts being started; the request's body lives while > 0
+	current    *attempt
 	// unfinished are the earlier attempts once backups were sent: all may
 	// still answer, and the first good answer wins (brpc's
 	// _unfinished_call, which holds one: brpc sends one backup).

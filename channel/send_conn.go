@@ -282,7 +282,6 @@ func (a *attempt) HandleResponse(conn *transport.ClientConn, m *baidustd.Meta, m
 	c.won(a, code, text)
 }
 
-
 // decodeResponse fills the user's response and attachment. It runs once,
 // by the owner of completion.
 func (c *call) decodeResponse(m *baidustd.Meta, msg, att []byte, maxBodySize int) (controller.Errno, string) {
