@@ -44,15 +44,19 @@ const (
 	protoUnknown protocolKind = iota
 	protoBaiduStd
 	protoHTTP
+	protoHTTP2
 )
 
-// "PRI " opens HTTP/2's connection preface: h2c, as gRPC clients speak it.
-var httpMethods = []string{"GET ", "POST", "PUT ", "HEAD", "DELE", "OPTI", "PATC", "CONN", "TRAC", "PRI "}
+var httpMethods = []string{"GET ", "POST", "PUT ", "HEAD", "DELE", "OPTI", "PATC", "CONN", "TRAC"}
+
+// http2Preface opens an HTTP/2 connection with prior knowledge (h2c, as
+// gRPC clients speak it without TLS).
+const http2Preface = "PRI "
 
 // classify decides the protocol from the first bytes; ok is false while
 // more bytes are needed to tell.
 func classify(head []byte) (kind protocolKind, ok bool) {
-	candidates := append([]string{"PRPC"}, httpMethods...)
+	candidates := append([]string{"PRPC", http2Preface}, httpMethods...)
 	possible := 0
 	for _, c := range candidates {
 		n := min(len(head), len(c))
@@ -60,8 +64,11 @@ func classify(head []byte) (kind protocolKind, ok bool) {
 			continue
 		}
 		if n == len(c) {
-			if c == "PRPC" {
+			switch c {
+			case "PRPC":
 				return protoBaiduStd, true
+			case http2Preface:
+				return protoHTTP2, true
 			}
 			return protoHTTP, true
 		}
@@ -220,8 +227,8 @@ func (s *Server) handshake(c *net.TCPConn, l *listener) {
 		if err := s.serveBaiduStd(c, l); err != nil {
 			logBadClient.Warn("gobrpc: cannot serve baidu_std connection", "remote", c.RemoteAddr(), "err", err)
 		}
-	case kind == protoHTTP:
-		s.serveHTTPConn(c, l)
+	case kind == protoHTTP, kind == protoHTTP2:
+		s.serveHTTPConn(c, l, kind == protoHTTP2)
 	default:
 		logBadClient.Warn("gobrpc: closing connection of unknown protocol", "remote", c.RemoteAddr(), "first_bytes", head)
 		c.Close()

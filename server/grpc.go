@@ -106,10 +106,13 @@ func (s *Server) serveGRPC(w http.ResponseWriter, r *http.Request, internal bool
 	}
 
 	rc := http.NewResponseController(w)
-	rc.SetReadDeadline(time.Now().Add(httpBodyTimeout.get()))
+	// A stream may not take longer than the body timeout to send its
+	// message. (Not with rc.SetReadDeadline per call: each is a round
+	// trip to the connection's goroutine; a deadline in the past is not.)
+	bodyTimer := time.AfterFunc(httpBodyTimeout.get(), func() { rc.SetReadDeadline(time.Unix(1, 0)) })
 	bufp := getBuf()
 	msg, compressed, err := grpc.ReadMessage(r.Body, *bufp, s.opts.MaxBodySize)
-	rc.SetReadDeadline(time.Time{})
+	bodyTimer.Stop()
 	if err == nil && compressed {
 		if !gzipped {
 			err = errors.New("grpc: compressed message without grpc-encoding")
@@ -180,20 +183,28 @@ func (s *Server) serveGRPC(w http.ResponseWriter, r *http.Request, internal bool
 	case <-r.Context().Done():
 		return // the client left (RST_STREAM, a broken connection)
 	}
-	rc.SetWriteDeadline(time.Now().Add(httpWriteTimeout.get()))
 	if cntl.Failed() {
 		code := grpc.StatusOf(cntl)
 		grpc.MetadataTo(w.Header(), st.ResponseUserFields)
 		g.fail(code, cntl.ErrorText())
 		return
 	}
-	g.answer(h.resp, cntl, m.fullName)
+	g.answer(h.resp, cntl, m.fullName, rc)
 }
+
+// flowControlledAnswer is the size above which an answer is written under
+// a timer: a client that stops granting flow-control window must not hold
+// the stream (the connection's WriteByteTimeout covers a client that stops
+// reading the socket). Smaller answers are written once the handler
+// returns, in the same flush as their trailers, and wait at most for the
+// connection (its streams are bounded by MaxConcurrentStreams, and Stop
+// closes it).
+const flowControlledAnswer = 16 << 10
 
 // answer writes a successful response: headers (with the handler's
 // response user fields as metadata), one message, then the status in
 // trailers.
-func (g *grpcResponse) answer(resp proto.Message, cntl *controller.Controller, fullName string) {
+func (g *grpcResponse) answer(resp proto.Message, cntl *controller.Controller, fullName string, rc *http.ResponseController) {
 	bufp := getBuf()
 	defer putBuf(bufp)
 	out := append((*bufp)[:0], make([]byte, grpc.PrefixSize)...)
@@ -222,7 +233,17 @@ func (g *grpcResponse) answer(resp proto.Message, cntl *controller.Controller, f
 	h["Content-Type"] = []string{grpc.ContentType}
 	grpc.MetadataTo(h, ctrl.Of(cntl).ResponseUserFields)
 	g.w.WriteHeader(http.StatusOK)
-	g.w.Write(out)
+	if len(out) > flowControlledAnswer {
+		// (A deadline in the past resets the stream at once; a deadline
+		// set per call would be a round trip to the connection's
+		// goroutine.)
+		t := time.AfterFunc(httpWriteTimeout.get(), func() { rc.SetWriteDeadline(time.Unix(1, 0)) })
+		g.w.Write(out)
+		rc.Flush() // the message leaves now; the trailers follow on return
+		t.Stop()
+	} else {
+		g.w.Write(out)
+	}
 	h[http.TrailerPrefix+"Grpc-Status"] = []string{"0"}
 }
 

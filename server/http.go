@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -37,20 +38,40 @@ type taggedConn struct {
 }
 
 func (s *Server) newHTTPServer() {
-	s.httpLn = newChanListener(s.addr) // s.httpConns was made by New: the bvar sampler may be reading it already
+	// s.httpConns was made by New: the bvar sampler may be reading it already.
+	s.httpLn, s.h2Ln = newChanListener(s.addr), newChanListener(s.addr)
+	// Two servers, each with one protocol: the accept loop has told them
+	// apart already. (One server with both would peek for HTTP/2's
+	// preface itself, and wait for 14 bytes that a short HTTP/1 request
+	// never sends.)
+	var h1, h2 http.Protocols
+	h1.SetHTTP1(true)
+	h2.SetUnencryptedHTTP2(true) // HTTP/2 with prior knowledge: gRPC without TLS
+	s.http, s.h2 = s.newNetHTTPServer(&h1), s.newNetHTTPServer(&h2)
+	for _, p := range []struct {
+		srv *http.Server
+		ln  *chanListener
+	}{{s.http, s.httpLn}, {s.h2, s.h2Ln}} {
+		s.loops.Add(1)
+		go func() {
+			defer s.loops.Done()
+			_ = p.srv.Serve(p.ln)
+		}()
+	}
+}
+
+func (s *Server) newNetHTTPServer(protocols *http.Protocols) *http.Server {
 	idle := httpIdleTimeout.get()
 	if s.opts.IdleTimeoutSec > 0 {
 		idle = time.Duration(s.opts.IdleTimeoutSec) * time.Second
 	}
-	// HTTP/1.1 and HTTP/2 with prior knowledge (h2c, what gRPC clients
-	// speak without TLS): the connection's first bytes tell net/http which.
-	var protocols http.Protocols
-	protocols.SetHTTP1(true)
-	protocols.SetUnencryptedHTTP2(true)
-	s.http = &http.Server{
-		Handler:           s,
-		Protocols:         &protocols,
-		HTTP2:             &http.HTTP2Config{MaxReadFrameSize: 1 << 20, MaxReceiveBufferPerConnection: 4 << 20, MaxReceiveBufferPerStream: 1 << 20},
+	return &http.Server{
+		Handler:   s,
+		Protocols: protocols,
+		HTTP2: &http.HTTP2Config{
+			// A peer that stops reading loses its connection.
+			WriteByteTimeout: httpWriteTimeout.get(),
+		},
 		ReadHeaderTimeout: s.sniffDeadline(),
 		IdleTimeout:       idle,
 		ErrorLog:          slog.NewLogLogger(slog.Default().Handler(), slog.LevelWarn),
@@ -69,15 +90,16 @@ func (s *Server) newHTTPServer() {
 			}
 		},
 	}
-	s.loops.Add(1)
-	go func() {
-		defer s.loops.Done()
-		_ = s.http.Serve(s.httpLn)
-	}()
 }
 
-func (s *Server) serveHTTPConn(c *net.TCPConn, l *listener) {
-	if !s.httpLn.offer(&taggedConn{Conn: c, internal: l.internal}) {
+// serveHTTPConn hands a connection to net/http: HTTP/1.1, or HTTP/2 when
+// it opened with the preface.
+func (s *Server) serveHTTPConn(c *net.TCPConn, l *listener, h2 bool) {
+	ln := s.httpLn
+	if h2 {
+		ln = s.h2Ln
+	}
+	if !ln.offer(&taggedConn{Conn: c, internal: l.internal}) {
 		c.Close()
 	}
 }
@@ -269,10 +291,12 @@ func localAddr(r *http.Request) string {
 	return ""
 }
 
+// tcpAddr parses "ip:port" (what net/http gives as addresses) without a
+// resolver.
 func tcpAddr(s string) net.Addr {
-	a, err := net.ResolveTCPAddr("tcp", s)
+	ap, err := netip.ParseAddrPort(s)
 	if err != nil {
 		return nil
 	}
-	return a
+	return net.TCPAddrFromAddrPort(ap)
 }

@@ -122,6 +122,8 @@ type Server struct {
 	handshakes sync.WaitGroup // connections being classified
 	http       *http.Server
 	httpLn     *chanListener
+	h2         *http.Server // HTTP/2 (h2c): gRPC
+	h2Ln       *chanListener
 	pages      *builtin.Pages
 	stats      *serverStats
 
@@ -428,7 +430,9 @@ func (s *Server) Join() {
 		c.Close()
 	}
 	s.httpLn.Close()
+	s.h2Ln.Close()
 	s.http.Close()
+	s.h2.Close()
 	close(s.stopIdle)
 	s.loops.Wait()
 	if s.pages != nil {

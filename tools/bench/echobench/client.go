@@ -51,13 +51,18 @@ var clientFrameworks = map[string]clientFramework{
 	"gobrpc-brpc":   {server: brpcServerRole, dial: dialGobrpcExample},
 	"brpc-brpc":     {server: brpcServerRole},
 	"brpc-gobrpc":   {server: "gobrpc"},
+	// gRPC: gobrpc's Channel (h2:grpc, one HTTP/2 connection) calling
+	// grpc-go's server, and grpc-go's client calling gobrpc's server; each
+	// compares with "grpc" (grpc-go on both sides).
+	"gobrpc-grpc": {server: "grpc", dial: func(a string, t time.Duration) (client, error) { return dialGobrpcProtocol(a, "h2:grpc", "single", t) }},
+	"grpc-gobrpc": {server: "gobrpc", dial: dialGRPC},
 	// brpc's echo_client with -connection_type=pooled: one connection per
 	// caller in flight, as gobrpc-pooled.
 	"brpc-brpc-pooled": {server: brpcServerRole, connType: "pooled"},
 }
 
 // frameworkNames lists clientFrameworks in the order of the help.
-var frameworkNames = []string{"gobrpc-single", "gobrpc-pooled", "gobrpc-ctx", "grpc", "netrpc", "rawtcp", "gobrpc-brpc", "brpc-brpc", "brpc-brpc-pooled", "brpc-gobrpc"}
+var frameworkNames = []string{"gobrpc-single", "gobrpc-pooled", "gobrpc-ctx", "grpc", "gobrpc-grpc", "grpc-gobrpc", "netrpc", "rawtcp", "gobrpc-brpc", "brpc-brpc", "brpc-brpc-pooled", "brpc-gobrpc"}
 
 var errEcho = errors.New("the response is not the request's payload")
 
@@ -83,7 +88,12 @@ func benchOptions(connType string, timeout time.Duration) channel.Options {
 }
 
 func dialGobrpc(addr, connType string, timeout time.Duration) (client, error) {
+	return dialGobrpcProtocol(addr, "baidu_std", connType, timeout)
+}
+
+func dialGobrpcProtocol(addr, protocol, connType string, timeout time.Duration) (client, error) {
 	opts := benchOptions(connType, timeout)
+	opts.Protocol = protocol
 	c := &gobrpcClient{}
 	if err := c.ch.Init(addr, "", &opts); err != nil {
 		return nil, err
