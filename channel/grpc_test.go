@@ -3,6 +3,10 @@ package channel_test
 import (
 	"context"
 	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -11,9 +15,11 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/gobrpc/gobrpc/bvar"
 	"github.com/gobrpc/gobrpc/channel"
 	"github.com/gobrpc/gobrpc/controller"
 	"github.com/gobrpc/gobrpc/protocol/grpc"
+	"github.com/gobrpc/gobrpc/server"
 	"github.com/gobrpc/gobrpc/testsupport/echotest"
 	"github.com/gobrpc/gobrpc/testsupport/testpb"
 )
@@ -96,4 +102,42 @@ func TestGRPCContextClient(t *testing.T) {
 	resp, err := client.Echo(context.Background(), &testpb.EchoRequest{Message: proto.String(strings.Repeat("x", 1<<20))})
 	require.NoError(t, err)
 	assert.Len(t, resp.GetMessage(), 1<<20)
+}
+
+// The server's dispatch sees gRPC calls as any other: the method's bvars,
+// its limit (answered RESOURCE_EXHAUSTED, retried elsewhere as ELIMIT) and
+// the status page.
+func TestGRPCCallsCountInServerStatsAndLimits(t *testing.T) {
+	srv, svc := echotest.StartServer(t, &server.Options{MaxConcurrency: 1})
+	ch, err := channel.New(srv.ListenAddress().String(), "", grpcOptions(""))
+	require.NoError(t, err)
+	defer ch.Close()
+	stub := testpb.NewEchoServiceStub(ch)
+	for range 3 {
+		cntl := controller.New()
+		stub.Echo(cntl, &testpb.EchoRequest{Message: proto.String("x")}, &testpb.EchoResponse{}, nil)
+		require.False(t, cntl.Failed(), cntl.ErrorText())
+	}
+	port := srv.ListenAddress().(*net.TCPAddr).Port
+	v, ok := bvar.Describe("rpc_server_" + strconv.Itoa(port) + "_gobrpc_test_echo_service_echo_count")
+	require.True(t, ok)
+	assert.Equal(t, "3", v)
+
+	// One call holds the only slot; the next is refused by the limit.
+	held := controller.New()
+	stub.Echo(held, &testpb.EchoRequest{Message: proto.String("hold")}, &testpb.EchoResponse{}, func() {})
+	done := <-svc.Held
+	cntl := controller.New()
+	cntl.SetMaxRetry(0)
+	stub.Echo(cntl, &testpb.EchoRequest{Message: proto.String("x")}, &testpb.EchoResponse{}, nil)
+	assert.Equal(t, controller.ELIMIT, cntl.ErrorCode(), cntl.ErrorText())
+	assert.Equal(t, grpc.ResourceExhausted, grpc.StatusOf(cntl))
+	done() // (with no message set: the held call fails to serialize its answer)
+	held.Join()
+
+	resp, err := http.Get("http://" + srv.ListenAddress().String() + "/status")
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Contains(t, string(body), "gobrpc.test.EchoService")
 }

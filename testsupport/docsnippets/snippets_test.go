@@ -37,6 +37,7 @@ var importTable = map[string]string{
 	"errno":        modulePath + "/errno",
 	"etcdnaming":   modulePath + "/naming/etcd",
 	"flags":        modulePath + "/flags",
+	"grpc":         modulePath + "/protocol/grpc",
 	"limiter":      modulePath + "/server/limiter",
 	"loadbalancer": modulePath + "/loadbalancer",
 	"naming":       modulePath + "/naming",

@@ -31,7 +31,7 @@ var (
 	output               = flag.String("output", "", "The file containing responses in json format")
 	lbPolicy             = flag.String("lb_policy", "", "The load balancer algorithm: rr, random, wrr, wr, la, c_murmurhash")
 	threadNum            = flag.Int("thread_num", 0, "Number of threads to send requests. 0: automatically chosen according to -qps")
-	protocol             = flag.String("protocol", "baidu_std", "Protocol of the channel (gobrpc channels speak baidu_std)")
+	protocol             = flag.String("protocol", "baidu_std", "Protocol of the channel: baidu_std or h2:grpc")
 	connectionType       = flag.String("connection_type", "", "Type of connections: single, pooled, short")
 	timeoutMs            = flag.Int("timeout_ms", 1000, "RPC timeout in milliseconds; <= 0 means no timeout")
 	connectionTimeoutMs  = flag.Int("connection_timeout_ms", 500, "connection timeout in milliseconds")
