@@ -7,6 +7,7 @@ require (
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/goleak v1.3.0
 	google.golang.org/grpc v1.85.0
+	google.golang.org/grpc/examples v0.0.0-20260825154716-030ee8becb20
 	google.golang.org/protobuf v1.36.12
 )
 
