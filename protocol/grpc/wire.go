@@ -52,12 +52,12 @@ func AppendPrefix(b []byte, compressed bool, n int) []byte {
 // limit (answered RESOURCE_EXHAUSTED, as grpc-go does).
 var ErrTooLarge = errors.New("grpc: message larger than max")
 
-// ReadMessage reads one length-prefixed message of at most max bytes
+// ReadMessage reads one length-prefixed message of at most limit bytes
 // into buf (grown as needed) and reports whether it is compressed. A
 // stream that ends before any byte is io.EOF; one that ends inside a
 // message is io.ErrUnexpectedEOF. The length is checked before anything
 // is allocated for it.
-func ReadMessage(r io.Reader, buf []byte, max int) (msg []byte, compressed bool, err error) {
+func ReadMessage(r io.Reader, buf []byte, limit int) (msg []byte, compressed bool, err error) {
 	var prefix [PrefixSize]byte
 	if _, err := io.ReadFull(r, prefix[:]); err != nil {
 		return nil, false, err
@@ -70,21 +70,44 @@ func ReadMessage(r io.Reader, buf []byte, max int) (msg []byte, compressed bool,
 		return nil, false, fmt.Errorf("grpc: invalid compressed flag %d", prefix[0])
 	}
 	n := binary.BigEndian.Uint32(prefix[1:])
-	if uint64(n) > uint64(max) {
-		return nil, compressed, fmt.Errorf("%w (%d vs. %d)", ErrTooLarge, n, max)
+	if uint64(n) > uint64(limit) {
+		return nil, compressed, fmt.Errorf("%w (%d vs. %d)", ErrTooLarge, n, limit)
 	}
-	if cap(buf) < int(n) {
-		buf = make([]byte, n)
-	}
-	msg = buf[:n]
-	if _, err := io.ReadFull(r, msg); err != nil {
-		if err == io.EOF {
-			err = io.ErrUnexpectedEOF
+	if int(n) <= max(cap(buf), trustedSize) {
+		if cap(buf) < int(n) {
+			buf = make([]byte, n)
 		}
-		return nil, compressed, err
+		msg = buf[:n]
+		if _, err := io.ReadFull(r, msg); err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, compressed, err
+		}
+		return msg, compressed, nil
+	}
+	// A large announced size is not allocated before the bytes come: a
+	// peer that announces 64 MiB and sends nothing must not cost 64 MiB.
+	msg = buf[:0]
+	for len(msg) < int(n) {
+		if len(msg) == cap(msg) {
+			msg = append(msg, make([]byte, min(max(cap(msg), trustedSize), int(n)-len(msg)))...)[:len(msg)]
+		}
+		got, err := r.Read(msg[len(msg):min(cap(msg), int(n))])
+		msg = msg[:len(msg)+got]
+		if err != nil && len(msg) < int(n) {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, compressed, err
+		}
 	}
 	return msg, compressed, nil
 }
+
+// trustedSize is how much of an announced message length is allocated
+// before its bytes arrive.
+const trustedSize = 64 << 10
 
 // EncodeTimeout writes d as grpc-timeout: at most eight digits and a
 // unit, rounded up so that a server never sees less time than is left.

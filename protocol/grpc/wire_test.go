@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"runtime"
 	"testing"
 	"time"
 
@@ -115,4 +116,31 @@ func TestStatusMapping(t *testing.T) {
 	assert.Equal(t, OK, StatusOf(cntl))
 	cntl.SetFailed(controller.ELIMIT, "x")
 	assert.Equal(t, ResourceExhausted, StatusOf(cntl))
+}
+
+func TestReadMessageLarge(t *testing.T) {
+	payload := bytes.Repeat([]byte("0123456789"), 100000) // 1 MB, over trustedSize
+	b := append(AppendPrefix(nil, true, len(payload)), payload...)
+	msg, compressed, err := ReadMessage(io.MultiReader(bytes.NewReader(b[:100]), bytes.NewReader(b[100:])), nil, 2<<20)
+	require.NoError(t, err)
+	assert.True(t, compressed)
+	assert.Equal(t, payload, msg)
+	_, _, err = ReadMessage(bytes.NewReader(b[:len(b)-1]), nil, 2<<20)
+	assert.ErrorIs(t, err, io.ErrUnexpectedEOF)
+	// An announced 60 MiB with 10 bytes behind it allocates about trustedSize.
+	claim := append(AppendPrefix(nil, false, 60<<20), "0123456789"...)
+	allocs := testing.AllocsPerRun(5, func() { ReadMessage(bytes.NewReader(claim), nil, 64<<20) })
+	assert.Less(t, allocs, 10.0)
+	var ms runtimeMem
+	before := ms.alloc()
+	ReadMessage(bytes.NewReader(claim), nil, 64<<20)
+	assert.Less(t, ms.alloc()-before, uint64(1<<20), "allocated for a claim with nothing behind it")
+}
+
+type runtimeMem struct{}
+
+func (runtimeMem) alloc() uint64 {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.TotalAlloc
 }
