@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -118,10 +119,14 @@ func (ch *Channel) sendGRPC(c *call, a *attempt, ep *h2client.Endpoint) {
 		}
 		var err error
 		if cc, err = ep.Acquire(connectTimeout); err != nil {
-			if cutByDeadline && errors.Is(err, context.DeadlineExceeded) {
-				return // the deadline timer ends the call
-			}
 			code := dialErrno(err)
+			if cutByDeadline && code == controller.ETIMEDOUT {
+				// The call's own deadline cut the connect short (the
+				// socket's deadline, or the wait for another caller's
+				// dial): that says nothing bad of the server, and the
+				// deadline timer ends the call with ERPCTIMEDOUT.
+				return
+			}
 			if ch.closed() {
 				code = controller.EINVAL
 			}
@@ -226,7 +231,11 @@ func readGRPCResponse(resp *http.Response, maxBodySize int) (status grpc.Code, t
 		return httpStatusCode(resp.StatusCode), "HTTP status " + strconv.Itoa(resp.StatusCode), nil, false, nil
 	}
 	if s := resp.Header.Get(grpc.HeaderStatus); s != "" {
+		// Trailers-only: a status and no message, which an OK cannot be.
 		status, text = parseStatus(s, resp.Header.Get(grpc.HeaderMessage))
+		if status == grpc.OK {
+			return 0, "", nil, false, fmt.Errorf("%w: OK without a message (status in the headers)", errBadResponse)
+		}
 		return status, text, nil, false, nil
 	}
 	if !grpc.IsGRPC(resp.Header.Get("Content-Type")) {
@@ -237,14 +246,21 @@ func readGRPCResponse(resp *http.Response, maxBodySize int) (status grpc.Code, t
 		msg, err = nil, nil // no message: the status says why
 	}
 	if err != nil {
-		return 0, "", nil, false, err
+		return 0, "", nil, false, brokenStream(err)
 	}
-	// The trailers come after the body's end.
+	// The trailers come after the body's end, which must be the stream's
+	// (END_STREAM: io.EOF), not a connection that broke.
 	var one [1]byte
-	if n, err := io.ReadFull(resp.Body, one[:]); n > 0 {
+	if n, err := resp.Body.Read(one[:]); n > 0 {
 		return 0, "", nil, false, fmt.Errorf("%w: more than one message in a unary answer", errBadResponse)
-	} else if err != io.EOF && err != io.ErrUnexpectedEOF {
-		return 0, "", nil, false, err
+	} else if err == nil {
+		if n, err = io.ReadFull(resp.Body, one[:]); n > 0 {
+			return 0, "", nil, false, fmt.Errorf("%w: more than one message in a unary answer", errBadResponse)
+		} else if err != io.EOF {
+			return 0, "", nil, false, brokenStream(err)
+		}
+	} else if err != io.EOF {
+		return 0, "", nil, false, brokenStream(err)
 	}
 	s := resp.Trailer.Get(grpc.HeaderStatus)
 	if s == "" {
@@ -262,7 +278,20 @@ func parseStatus(s, msg string) (grpc.Code, string) {
 	if err != nil {
 		return grpc.Unknown, "malformed grpc-status " + strconv.Quote(clipServerText(s))
 	}
-	return grpc.Code(v), clipServerText(grpc.DecodeMessage(msg))
+	return grpc.Code(v), strings.ToValidUTF8(clipServerText(grpc.DecodeMessage(msg)), "\uFFFD")
+}
+
+// errStreamBroke is a stream that ended inside its answer (the connection
+// closed or broke): EFAILEDSOCKET, retried on another server.
+var errStreamBroke = errors.New("the stream ended before the answer's end")
+
+// brokenStream says that err, met while reading an answer, is the stream's
+// or the connection's end (an answer cut short), not a malformed answer.
+func brokenStream(err error) error {
+	if err == io.ErrUnexpectedEOF || err == io.EOF {
+		return fmt.Errorf("%w: %w", errStreamBroke, err)
+	}
+	return err
 }
 
 // httpStatusCode is the gRPC spec's mapping of an HTTP status that no

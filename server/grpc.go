@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"io"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -92,6 +93,11 @@ func (s *Server) serveGRPC(w http.ResponseWriter, r *http.Request, internal bool
 			g.failErrno(controller.EREQUEST, err.Error())
 			return
 		}
+		if timeout == 0 {
+			// Not "no deadline": the client's deadline has passed.
+			g.failErrno(controller.ERPCTIMEDOUT, "grpc-timeout is 0: the deadline has passed")
+			return
+		}
 	}
 	gzipped := false
 	switch enc := r.Header.Get(grpc.HeaderEncoding); enc {
@@ -126,6 +132,16 @@ func (s *Server) serveGRPC(w http.ResponseWriter, r *http.Request, internal bool
 			msg = plain
 		}
 	}
+	if err == nil {
+		// A unary request has one message: a second one is refused, as
+		// grpc-go refuses it, rather than dropped.
+		var one [1]byte
+		if n, _ := io.ReadFull(r.Body, one[:]); n > 0 {
+			putBuf(bufp)
+			g.fail(grpc.Internal, "grpc: more than one request message for a unary method")
+			return
+		}
+	}
 	if err != nil {
 		putBuf(bufp)
 		switch {
@@ -148,7 +164,13 @@ func (s *Server) serveGRPC(w http.ResponseWriter, r *http.Request, internal bool
 	received := time.Now()
 	timeoutMs := int64(-1)
 	if timeout > 0 {
-		timeoutMs = max(int64((timeout+time.Millisecond-1)/time.Millisecond), 1)
+		// Whole milliseconds, rounded up, at most MaxInt32 (what
+		// baidu_std's timeout_ms carries; 99999999H would overflow).
+		timeoutMs = int64(timeout / time.Millisecond)
+		if timeout%time.Millisecond != 0 {
+			timeoutMs++
+		}
+		timeoutMs = min(timeoutMs, math.MaxInt32)
 	}
 	if code, text := s.admit(m, timeoutMs); code != 0 {
 		g.failErrno(code, text)
@@ -169,7 +191,7 @@ func (s *Server) serveGRPC(w http.ResponseWriter, r *http.Request, internal bool
 	st.Auth = ac
 	if timeout > 0 {
 		st.Deadline = received.Add(timeout)
-		st.TimeoutMsSent = int32(min(timeoutMs, 1<<31-1))
+		st.TimeoutMsSent = int32(timeoutMs)
 	}
 	st.RequestUserFields = grpc.MetadataFrom(nil, r.Header)
 	if gzipped {

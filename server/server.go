@@ -10,6 +10,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -431,6 +432,17 @@ func (s *Server) Join() {
 	}
 	s.httpLn.Close()
 	s.h2Ln.Close()
+	// The answers handlers gave may still be on their way (an HTTP/2
+	// stream's trailers leave after its handler returned): Shutdown lets
+	// them go (HTTP/2 connections get a GOAWAY), within the same bound as
+	// baidu_std's answers; Close ends what is left.
+	ctx, cancel := context.WithTimeout(context.Background(), joinFlushStall)
+	var wg sync.WaitGroup
+	for _, srv := range []*http.Server{s.http, s.h2} {
+		wg.Go(func() { srv.Shutdown(ctx) })
+	}
+	wg.Wait()
+	cancel()
 	s.http.Close()
 	s.h2.Close()
 	close(s.stopIdle)
