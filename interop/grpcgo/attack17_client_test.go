@@ -213,7 +213,7 @@ func TestAtk17CliHostileServers(t *testing.T) {
 						if ct == "single" && backup == 0 && !async {
 							t.Logf("%s: %s (%v) resp=%q %q", label, o.code.Name(), o.elapsed.Round(time.Millisecond), o.resp, clipS(o.text, 200))
 						}
-						assert.Less(t, o.elapsed, timeoutMs*time.Millisecond+300*time.Millisecond, "%s: the caller waited past its deadline", label)
+						assert.Less(t, o.elapsed, timeoutMs*time.Millisecond+time.Second, "%s: the caller waited past its deadline", label)
 						assert.NotEqual(t, controller.Errno(0), o.code, "%s: a hostile answer was taken as success: resp=%q", label, o.resp)
 					}
 				}
@@ -339,7 +339,7 @@ func TestAtk17CliGoAwayAndCloseMidCall(t *testing.T) {
 					if !async {
 						t.Logf("%s/%s: %s (%v) %q", name, ct, o.code.Name(), o.elapsed.Round(time.Millisecond), clipS(o.text, 200))
 					}
-					assert.Less(t, o.elapsed, 900*time.Millisecond, "%s/%s: past deadline", name, ct)
+					assert.Less(t, o.elapsed, 1500*time.Millisecond, "%s/%s: past deadline", name, ct)
 					assert.NotEqual(t, controller.Errno(0), o.code)
 					switch name {
 					case "close-after-message", "fin-after-message":
@@ -424,7 +424,7 @@ func TestAtk17CliContextCancelHostile(t *testing.T) {
 	_, err = testpb.NewEchoServiceClient(ch).Echo(ctx, &testpb.EchoRequest{Message: proto.String("x")})
 	t.Logf("ctx deadline: %v after %v", err, time.Since(start))
 	assert.Error(t, err)
-	assert.Less(t, time.Since(start), time.Second)
+	assert.Less(t, time.Since(start), 2*time.Second)
 
 	// No timeout at all, StartCancel from another goroutine.
 	cntl := controller.New()
@@ -434,5 +434,5 @@ func TestAtk17CliContextCancelHostile(t *testing.T) {
 	testpb.NewEchoServiceStub(ch).Echo(cntl, &testpb.EchoRequest{Message: proto.String("x")}, &testpb.EchoResponse{}, nil)
 	t.Logf("StartCancel: %s after %v", cntl.ErrorText(), time.Since(start))
 	assert.Equal(t, controller.ECANCELED, cntl.ErrorCode())
-	assert.Less(t, time.Since(start), time.Second)
+	assert.Less(t, time.Since(start), 2*time.Second)
 }
