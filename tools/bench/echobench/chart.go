@@ -190,6 +190,10 @@ func seriesStyle(fw string) style {
 		return style{"#17becf", "", "gobrpc (ctx client)"}
 	case "grpc":
 		return style{"#d62728", "", "grpc-go"}
+	case "gobrpc-grpc":
+		return style{"#e377c2", "", "gobrpc h2:grpc -> grpc-go"}
+	case "grpc-gobrpc":
+		return style{"#bcbd22", "", "grpc-go -> gobrpc"}
 	case "netrpc":
 		return style{"#7f7f7f", ` stroke-dasharray="5,4"`, "net/rpc"}
 	case "rawtcp":

@@ -163,9 +163,9 @@ func TestChartWithEveryFramework(t *testing.T) {
 			}
 		}
 	}
-	// 2 payloads x (QPS and p99 of each of the 10 frameworks; brpc's client
+	// 2 payloads x (QPS and p99 of each of the 12 frameworks; brpc's client
 	// reports its p99 too).
-	if want := 2 * (10 + 10); polylines != want {
+	if want := 2 * (12 + 12); polylines != want {
 		t.Errorf("%d polylines, want %d", polylines, want)
 	}
 }

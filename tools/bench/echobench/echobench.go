@@ -61,7 +61,7 @@ var (
 	payloads   = Flags.String("payloads", "16,1024", "comma-separated payload sizes in bytes")
 	callers    = Flags.String("callers", "1,64,512", "comma-separated numbers of closed-loop callers")
 	frameworks = Flags.String("frameworks", "gobrpc-single,gobrpc-pooled,grpc,netrpc,rawtcp,gobrpc-brpc,brpc-brpc,brpc-gobrpc",
-		"comma-separated frameworks to run: gobrpc-single, gobrpc-pooled, gobrpc-ctx (the context-first client), grpc, netrpc, "+
+		"comma-separated frameworks to run: gobrpc-single, gobrpc-pooled, gobrpc-ctx (the context-first client), grpc, gobrpc-grpc (gobrpc's h2:grpc channel to grpc-go's server), grpc-gobrpc (grpc-go's client to gobrpc's server), netrpc, "+
 			"rawtcp (raw TCP frames, one connection per caller: the floor); with "+brpcDirEnv+" set, the client-server pairs with C++ brpc: "+
 			"gobrpc-brpc, brpc-brpc, brpc-gobrpc (skipped without it)")
 	scenarios  = Flags.String("scenarios", "", "comma-separated patterns (path.Match) of the scenarios to run, named payload/callers: '16B/1,1KB/*'; empty runs all")
