@@ -25,10 +25,6 @@ import (
 // application/grpc comes here, and runs the same handlers through the
 // same dispatch (limits, bvars, rpcz) as baidu_std and HTTP requests.
 
-// grpcCall is a request that came over gRPC; net/http's stream goroutine
-// runs the handler and then waits for done, as for HTTP/1.1.
-type grpcCall = httpCall
-
 // grpcResponse is what a gRPC answer needs besides the Controller.
 type grpcResponse struct {
 	w          http.ResponseWriter
@@ -176,19 +172,9 @@ func (s *Server) serveGRPC(w http.ResponseWriter, r *http.Request, internal bool
 		g.failErrno(code, text)
 		return
 	}
-	h := &grpcCall{
-		serverCall: serverCall{s: s, m: m, req: req, resp: newMessage(m.respType), received: received},
-		answered:   make(chan struct{}),
-	}
-	h.replier = h
+	h := s.newHTTPCall(m, req, received, r, g.local, ac)
 	cntl := &h.cntl
 	st := ctrl.Of(cntl)
-	st.Server = true
-	st.ServiceName, st.MethodName = string(m.desc.Parent().FullName()), string(m.desc.Name())
-	st.RemoteSide = tcpAddr(r.RemoteAddr)
-	st.LocalSide = tcpAddr(g.local)
-	st.ConnCtx = r.Context()
-	st.Auth = ac
 	if timeout > 0 {
 		st.Deadline = received.Add(timeout)
 		st.TimeoutMsSent = int32(timeoutMs)
@@ -198,11 +184,8 @@ func (s *Server) serveGRPC(w http.ResponseWriter, r *http.Request, internal bool
 		cntl.SetRequestCompressType(controller.CompressGzip)
 		cntl.SetResponseCompressType(controller.CompressGzip) // answered as asked, as grpc-go does
 	}
-	traceServerCall(st, headerID(r, "x-bd-trace-id"), headerID(r, "x-bd-span-id"), headerID(r, "x-bd-parent-span-id"))
-	h.Run()
-	select {
-	case <-h.answered:
-	case <-r.Context().Done():
+	traceHTTPCall(st, r)
+	if !h.runAndWait(r) {
 		return // the client left (RST_STREAM, a broken connection)
 	}
 	if cntl.Failed() {

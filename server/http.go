@@ -187,6 +187,43 @@ type httpCall struct {
 // reply implements replier: the waiting HTTP goroutine writes the answer.
 func (h *httpCall) reply(*serverCall) { close(h.answered) }
 
+// newHTTPCall makes the call of a request that came over HTTP/1.1 or
+// HTTP/2 (gRPC), admitted already.
+func (s *Server) newHTTPCall(m *method, req proto.Message, received time.Time, r *http.Request, local string, ac *auth.Context) *httpCall {
+	h := &httpCall{
+		serverCall: serverCall{s: s, m: m, req: req, resp: newMessage(m.respType), received: received},
+		answered:   make(chan struct{}),
+	}
+	h.replier = h
+	st := ctrl.Of(&h.cntl)
+	st.Server = true
+	st.ServiceName, st.MethodName = string(m.desc.Parent().FullName()), string(m.desc.Name())
+	st.RemoteSide = tcpAddr(r.RemoteAddr)
+	st.LocalSide = tcpAddr(local)
+	st.ConnCtx = r.Context()
+	st.Auth = ac
+	return h
+}
+
+// traceHTTPCall joins the client's trace: brpc's HTTP clients (and
+// gobrpc's gRPC channel) send it in x-bd-* headers, in decimal.
+func traceHTTPCall(st *ctrl.State, r *http.Request) {
+	traceServerCall(st, headerID(r, "x-bd-trace-id"), headerID(r, "x-bd-span-id"), headerID(r, "x-bd-parent-span-id"))
+}
+
+// runAndWait runs the handler on net/http's goroutine and waits for done;
+// false when the client left first (nobody waits for the answer; the call
+// still ends, and counts, when the handler calls done).
+func (h *httpCall) runAndWait(r *http.Request) bool {
+	h.Run()
+	select {
+	case <-h.answered:
+		return true
+	case <-r.Context().Done():
+		return false
+	}
+}
+
 func (s *Server) servePB(w http.ResponseWriter, r *http.Request, ac *auth.Context) {
 	local := localAddr(r)
 	fail := func(code controller.Errno, reason string) {
@@ -240,27 +277,10 @@ func (s *Server) servePB(w http.ResponseWriter, r *http.Request, ac *auth.Contex
 		fail(code, text)
 		return
 	}
-	h := &httpCall{
-		serverCall: serverCall{s: s, m: m, req: req, resp: newMessage(m.respType), received: received},
-		answered:   make(chan struct{}),
-	}
-	h.replier = h
+	h := s.newHTTPCall(m, req, received, r, local, ac)
 	cntl := &h.cntl
-	st := ctrl.Of(cntl)
-	st.Server = true
-	st.ServiceName, st.MethodName = string(m.desc.Parent().FullName()), string(m.desc.Name())
-	st.RemoteSide = tcpAddr(r.RemoteAddr)
-	st.LocalSide = tcpAddr(local)
-	st.ConnCtx = r.Context()
-	st.Auth = ac
-	// brpc's HTTP clients send the trace in x-bd-* headers, in decimal.
-	traceServerCall(st, headerID(r, "x-bd-trace-id"), headerID(r, "x-bd-span-id"), headerID(r, "x-bd-parent-span-id"))
-	h.Run()
-	select {
-	case <-h.answered:
-	case <-r.Context().Done():
-		// The client left: nobody waits for the answer. The call still
-		// ends (and counts) when the handler calls done.
+	traceHTTPCall(ctrl.Of(cntl), r)
+	if !h.runAndWait(r) {
 		return
 	}
 

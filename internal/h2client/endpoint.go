@@ -12,7 +12,6 @@ package h2client
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"net"
 	"net/http"
 	"sync"
@@ -66,9 +65,7 @@ type Endpoint struct {
 	nidle   atomic.Int32
 	live    map[*http.ClientConn]struct{}
 
-	failed atomic.Bool
-	hcStop chan struct{}
-	hcDone sync.WaitGroup
+	health transport.Health
 
 	closing   context.Context // ends dials in flight at Close
 	stopDials context.CancelFunc
@@ -250,40 +247,19 @@ func (e *Endpoint) Release(cc *http.ClientConn) {
 }
 
 // Available reports whether the server may be selected.
-func (e *Endpoint) Available() bool { return !e.failed.Load() }
+func (e *Endpoint) Available() bool { return e.health.Available() }
 
-// MarkFailed takes the server out of selection until a connect to it
+// MarkFailed takes the server out of selection until a TCP connect to it
 // succeeds (probed every health_check_interval).
 func (e *Endpoint) MarkFailed(reason string) {
-	if !e.failed.CompareAndSwap(false, true) {
-		return
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.closed || e.hcStop != nil {
-		return
-	}
-	slog.Warn("gobrpc: server marked unavailable, health checking it", "addr", e.addr, "reason", reason)
-	stop := make(chan struct{})
-	e.hcStop = stop
-	e.hcDone.Add(1)
-	go func() {
-		defer e.hcDone.Done()
-		if !transport.ProbeUntilUp(stop, func(timeout time.Duration) bool {
-			c, err := net.DialTimeout("tcp", e.addr, timeout)
-			if err == nil {
-				c.Close()
-			}
-			return err == nil
-		}) {
-			return
+	e.health.MarkFailed(e.addr, reason, func(timeout time.Duration) bool {
+		c, err := net.DialTimeout("tcp", e.addr, timeout)
+		if err != nil {
+			return false
 		}
-		e.mu.Lock()
-		e.hcStop = nil
-		e.failed.Store(false)
-		e.mu.Unlock()
-		slog.Info("gobrpc: server revived", "addr", e.addr)
-	}()
+		c.Close()
+		return true
+	})
 }
 
 // Close closes every connection (requests on them fail) and stops the
@@ -296,14 +272,10 @@ func (e *Endpoint) Close() {
 	e.single.Store(nil)
 	e.idle = nil
 	e.nidle.Store(0)
-	if e.hcStop != nil {
-		close(e.hcStop)
-		e.hcStop = nil
-	}
 	e.mu.Unlock()
 	e.stopDials()
 	for cc := range live {
 		cc.Close()
 	}
-	e.hcDone.Wait()
+	e.health.Close()
 }

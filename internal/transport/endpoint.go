@@ -43,9 +43,7 @@ type Endpoint struct {
 	idle    []*ClientConn
 	live    map[*ClientConn]struct{} // every open connection, closed by Close
 
-	failed atomic.Bool    // out of selection until a health check revives it
-	hcStop chan struct{}  // non-nil while a health check runs
-	hcDone sync.WaitGroup // health check goroutines
+	health Health // out of selection until a probe revives it
 
 	key  endpointKey // in the socket map
 	refs int         // guarded by socketMap's lock
@@ -308,14 +306,10 @@ func (e *Endpoint) Close() {
 	e.current.Store(nil)
 	e.idle = nil
 	e.nidle.Store(0)
-	if e.hcStop != nil {
-		close(e.hcStop)
-		e.hcStop = nil
-	}
 	e.mu.Unlock()
 	e.stopDials()
 	for c := range live {
 		c.Close()
 	}
-	e.hcDone.Wait()
+	e.health.Close()
 }
