@@ -178,7 +178,7 @@ func (ch *Channel) roundTrip(c *call, a *attempt, g *grpcAttempt) {
 			return // abandoned: the call has moved on
 		}
 		code := streamErrno(err)
-		ch.serverFailed(a, code, err.Error())
+		ch.connectionFailed(a, g, code, err)
 		c.onFailure(a, code, errno.Text(code, fmt.Sprintf("Fail to call %s: %v", g.ep.Addr(), err)), false)
 		return
 	}
@@ -192,7 +192,7 @@ func (ch *Channel) roundTrip(c *call, a *attempt, g *grpcAttempt) {
 		if errors.Is(err, grpc.ErrTooLarge) || errors.Is(err, errBadResponse) {
 			code = controller.ERESPONSE
 		} else {
-			ch.serverFailed(a, code, err.Error())
+			ch.connectionFailed(a, g, code, err)
 		}
 		c.onFailure(a, code, errno.Text(code, fmt.Sprintf("Fail to read the answer of %s: %v", g.ep.Addr(), err)), false)
 		return
@@ -218,6 +218,15 @@ func (ch *Channel) roundTrip(c *call, a *attempt, g *grpcAttempt) {
 	}
 	code, etext := c.decodeGRPC(resp, msg, compressed, ch.opts.MaxBodySize)
 	c.won(a, code, etext)
+}
+
+// connectionFailed takes the server out of selection when the attempt's
+// connection broke; a stream the server reset alone (RST_STREAM, a
+// refused stream) is retried without that.
+func (ch *Channel) connectionFailed(a *attempt, g *grpcAttempt, code controller.Errno, err error) {
+	if g.cc.Err() != nil {
+		ch.serverFailed(a, code, err.Error())
+	}
 }
 
 var errBadResponse = errors.New("not a gRPC response")

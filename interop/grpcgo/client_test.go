@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -288,4 +289,24 @@ func TestSelectiveChannelOverGRPCAndBaiduStd(t *testing.T) {
 	}
 	assert.Equal(t, 3, seen["grpc-go"], seen) // the gobrpc server echoes "who"
 	assert.Equal(t, 3, seen["who"], seen)
+}
+
+// A stream the server resets alone (RST_STREAM) is retried on another
+// server, and the resetting server stays in selection: its connection is
+// fine. A server whose connection breaks is taken out.
+func TestResetStreamRetriedWithoutEjectingTheServer(t *testing.T) {
+	var resets atomic.Int64
+	resetting := startHostileHTTP(t, func(w http.ResponseWriter, r *http.Request) {
+		resets.Add(1)
+		panic(http.ErrAbortHandler) // net/http resets the stream
+	})
+	up := startGRPCGo(t, grpcGoEcho("up", nil))
+	ch := grpcChannel(t, "list://"+resetting+","+up, "rr", nil)
+	for range 6 {
+		cntl := controller.New()
+		resp := call(ch, cntl, "who")
+		require.False(t, cntl.Failed(), cntl.ErrorText())
+		assert.Equal(t, "up", resp.GetMessage())
+	}
+	assert.GreaterOrEqual(t, resets.Load(), int64(3), "rr kept selecting the resetting server")
 }
