@@ -1267,7 +1267,10 @@ func TestReuseAttackFeedback(t *testing.T) {
 		lb := newRALB(srv.addr)
 		lb.onSelect = func(_ loadbalancer.SelectIn, n int) {
 			if n == 0 {
-				time.Sleep(60 * time.Millisecond)
+				// Long beside the 10 ms deadline: the deadline's timer
+				// must have fired by the end even on a loaded machine
+				// (with 60 ms it once had not, and the call succeeded).
+				time.Sleep(300 * time.Millisecond)
 			}
 		}
 		ch := raChannel(t, "list://"+srv.addr, lb.register(), func(o *channel.Options) { o.TimeoutMs = 10 })
