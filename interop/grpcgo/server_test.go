@@ -51,9 +51,13 @@ func (gobrpcEcho) Echo(cntl *controller.Controller, req *testpb.EchoRequest, res
 		d, _ := time.ParseDuration(msg[len("sleep:"):])
 		select {
 		case <-time.After(d):
+			resp.Message = proto.String(msg)
 		case <-cntl.Context().Done():
+			// The client's deadline (grpc-timeout) passed: no answer
+			// would be on time, and an OK here could reach the client a
+			// moment before its own deadline fires.
+			cntl.SetFailed(controller.ERPCTIMEDOUT, "deadline passed")
 		}
-		resp.Message = proto.String(msg)
 	default:
 		resp.Message = req.Message
 	}
