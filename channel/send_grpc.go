@@ -177,6 +177,13 @@ func (ch *Channel) roundTrip(c *call, a *attempt, g *grpcAttempt) {
 		if g.ctx.Err() != nil {
 			return // abandoned: the call has moved on
 		}
+		if c.pastDeadline() {
+			// A gRPC server resets the stream at the deadline it was
+			// given, which may come a moment before the call's own
+			// timer: the call timed out all the same.
+			c.onTimeout()
+			return
+		}
 		code := streamErrno(err)
 		ch.connectionFailed(a, g, code, err)
 		c.onFailure(a, code, errno.Text(code, fmt.Sprintf("Fail to call %s: %v", g.ep.Addr(), err)), false)
@@ -186,6 +193,10 @@ func (ch *Channel) roundTrip(c *call, a *attempt, g *grpcAttempt) {
 	status, text, msg, compressed, err := readGRPCResponse(resp, ch.opts.MaxBodySize)
 	if err != nil {
 		if g.ctx.Err() != nil {
+			return
+		}
+		if c.pastDeadline() {
+			c.onTimeout() // as above
 			return
 		}
 		code := streamErrno(err)
@@ -227,6 +238,11 @@ func (ch *Channel) connectionFailed(a *attempt, g *grpcAttempt, code controller.
 	if g.cc.Err() != nil {
 		ch.serverFailed(a, code, err.Error())
 	}
+}
+
+// pastDeadline reports whether the call's deadline has passed.
+func (c *call) pastDeadline() bool {
+	return !c.deadline.IsZero() && !time.Now().Before(c.deadline)
 }
 
 var errBadResponse = errors.New("not a gRPC response")
